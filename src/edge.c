@@ -1,0 +1,661 @@
+/*-------------------------------------------------------------------------
+ *
+ * edge.c
+ *	  Parsers and checks at grelout's network edge: header names and values,
+ *	  handler URLs, base64 and webhook secrets, HTTP status and header lines,
+ *	  Retry-After, and the classification of the addresses an endpoint
+ *	  resolves to.
+ *
+ * Everything here works on (pointer, length) input that may hold any bytes,
+ * never reads past the length, and uses the C library only, so that the
+ * fuzz targets in fuzz/ link this file alone.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "edge.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <strings.h>
+
+/* Headers that the relay sets itself: never taken from a handler or message. */
+static const char *const reserved_headers[] = {
+	"content-type", "content-length", "host", "connection",
+	"transfer-encoding", "user-agent", "webhook-id", "webhook-timestamp",
+	"webhook-signature", NULL
+};
+
+/* ascii_lower: lower-case an ASCII letter, leave other bytes alone. */
+static inline unsigned char
+ascii_lower(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c;
+}
+
+/* ieq_prefix: does s (of len bytes) start with the lower-case prefix p? */
+static bool
+ieq_prefix(const char *s, size_t len, const char *p)
+{
+	size_t		plen = strlen(p);
+
+	if (len < plen)
+		return false;
+	for (size_t i = 0; i < plen; i++)
+		if (ascii_lower((unsigned char) s[i]) != (unsigned char) p[i])
+			return false;
+	return true;
+}
+
+/*
+ * edge_header_name_valid: an HTTP token (RFC 9110 tchar), 1 to
+ * GRELOUT_HEADER_NAME_MAX bytes.
+ */
+bool
+edge_header_name_valid(const char *name, size_t len)
+{
+	if (len == 0 || len > GRELOUT_HEADER_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) name[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			(c >= '0' && c <= '9'))
+			continue;
+		if (strchr("!#$%&'*+-.^_`|~", c) != NULL && c != '\0')
+			continue;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * edge_header_value_valid: no CR, LF or NUL, at most
+ * GRELOUT_HEADER_VALUE_MAX bytes.
+ */
+bool
+edge_header_value_valid(const char *value, size_t len)
+{
+	if (len > GRELOUT_HEADER_VALUE_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (value[i] == '\r' || value[i] == '\n' || value[i] == '\0')
+			return false;
+	return true;
+}
+
+/*
+ * edge_header_name_reserved: a header the relay sets itself, or any
+ * grelout- header, whatever its letter case.
+ */
+bool
+edge_header_name_reserved(const char *name, size_t len)
+{
+	if (ieq_prefix(name, len, "grelout-"))
+		return true;
+	for (int i = 0; reserved_headers[i] != NULL; i++)
+		if (len == strlen(reserved_headers[i]) &&
+			ieq_prefix(name, len, reserved_headers[i]))
+			return true;
+	return false;
+}
+
+/*
+ * edge_url_check: an absolute http:// or https:// URL with a host, no
+ * white space or control character, at most GRELOUT_URL_MAX bytes.
+ */
+EdgeUrlError
+edge_url_check(const char *url, size_t len)
+{
+	size_t		start;
+	size_t		end;
+	size_t		host;
+
+	if (len > GRELOUT_URL_MAX)
+		return EDGE_URL_TOO_LONG;
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) url[i];
+
+		if (c <= 0x20 || c == 0x7F)
+			return EDGE_URL_BAD_CHAR;
+	}
+	if (ieq_prefix(url, len, "http://"))
+		start = 7;
+	else if (ieq_prefix(url, len, "https://"))
+		start = 8;
+	else
+		return EDGE_URL_BAD_SCHEME;
+
+	/* the authority runs to the first '/', '?' or '#' */
+	end = start;
+	while (end < len && url[end] != '/' && url[end] != '?' && url[end] != '#')
+		end++;
+	/* skip any userinfo */
+	host = start;
+	for (size_t i = start; i < end; i++)
+		if (url[i] == '@')
+			host = i + 1;
+	if (host >= end || url[host] == ':')
+		return EDGE_URL_NO_HOST;
+	if (url[host] == '[')
+	{
+		/* an IPv6 literal needs its closing bracket and something in it */
+		size_t		i = host + 1;
+
+		while (i < end && url[i] != ']')
+			i++;
+		if (i >= end || i == host + 1)
+			return EDGE_URL_NO_HOST;
+	}
+	return EDGE_URL_OK;
+}
+
+static const char b64chars[] =
+"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/*
+ * edge_base64_encode: standard base64 with padding; dst must hold
+ * 4 * ((len + 2) / 3) + 1 bytes.  Returns the length written, without
+ * the terminating NUL.
+ */
+size_t
+edge_base64_encode(const unsigned char *src, size_t len, char *dst)
+{
+	size_t		o = 0;
+	size_t		i = 0;
+
+	while (i + 2 < len)
+	{
+		uint32_t	v = (uint32_t) src[i] << 16 | (uint32_t) src[i + 1] << 8 | src[i + 2];
+
+		dst[o++] = b64chars[(v >> 18) & 63];
+		dst[o++] = b64chars[(v >> 12) & 63];
+		dst[o++] = b64chars[(v >> 6) & 63];
+		dst[o++] = b64chars[v & 63];
+		i += 3;
+	}
+	if (i < len)
+	{
+		uint32_t	v = (uint32_t) src[i] << 16;
+
+		if (i + 1 < len)
+			v |= (uint32_t) src[i + 1] << 8;
+		dst[o++] = b64chars[(v >> 18) & 63];
+		dst[o++] = b64chars[(v >> 12) & 63];
+		dst[o++] = (i + 1 < len) ? b64chars[(v >> 6) & 63] : '=';
+		dst[o++] = '=';
+	}
+	dst[o] = '\0';
+	return o;
+}
+
+/* b64value: the 6-bit value of a base64 character, or -1. */
+static int
+b64value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/*
+ * edge_base64_decode: decode standard base64, padding optional.  Returns
+ * the number of bytes written to dst, or -1 when the input is not base64
+ * or does not fit in dstcap bytes.
+ */
+long
+edge_base64_decode(const char *src, size_t len, unsigned char *dst, size_t dstcap)
+{
+	uint32_t	acc = 0;
+	int			bits = 0;
+	size_t		o = 0;
+	size_t		pad = 0;
+
+	/* padding is allowed only at the end, at most two, completing a quad */
+	while (len > 0 && src[len - 1] == '=' && pad < 2)
+	{
+		len--;
+		pad++;
+	}
+	if (pad > 0 && (len + pad) % 4 != 0)
+		return -1;
+	if (len % 4 == 1)
+		return -1;
+
+	for (size_t i = 0; i < len; i++)
+	{
+		int			v = b64value((unsigned char) src[i]);
+
+		if (v < 0)
+			return -1;
+		acc = (acc << 6) | (uint32_t) v;
+		bits += 6;
+		if (bits >= 8)
+		{
+			bits -= 8;
+			if (o >= dstcap)
+				return -1;
+			dst[o++] = (unsigned char) (acc >> bits);
+		}
+	}
+	/* leftover bits must be zero, as a canonical encoder leaves them */
+	if (bits > 0 && (acc & ((1u << bits) - 1)) != 0)
+		return -1;
+	return (long) o;
+}
+
+/*
+ * edge_secret_decode: a Standard Webhooks secret, "whsec_" followed by the
+ * base64 of 24 to 64 bytes.  key must hold GRELOUT_SECRET_MAX_BYTES bytes.
+ */
+EdgeSecretError
+edge_secret_decode(const char *secret, size_t len, unsigned char *key,
+				   size_t *keylen)
+{
+	long		n;
+
+	if (len < 6 || memcmp(secret, "whsec_", 6) != 0)
+		return EDGE_SECRET_NO_PREFIX;
+	n = edge_base64_decode(secret + 6, len - 6, key, GRELOUT_SECRET_MAX_BYTES);
+	if (n < 0)
+	{
+		/* too long to fit is a length problem, not a base64 one */
+		unsigned char big[3 * 1024];
+
+		if (len - 6 < 4 * sizeof(big) / 3 &&
+			edge_base64_decode(secret + 6, len - 6, big, sizeof(big)) > 0)
+			return EDGE_SECRET_BAD_LENGTH;
+		return EDGE_SECRET_BAD_BASE64;
+	}
+	if (n < GRELOUT_SECRET_MIN_BYTES || n > GRELOUT_SECRET_MAX_BYTES)
+		return EDGE_SECRET_BAD_LENGTH;
+	*keylen = (size_t) n;
+	return EDGE_SECRET_OK;
+}
+
+/*
+ * edge_status_line: parse "HTTP/x[.y] NNN ..." and return the status code.
+ */
+bool
+edge_status_line(const char *line, size_t len, int *status)
+{
+	size_t		i = 5;
+	int			code = 0;
+
+	if (len < 5 || memcmp(line, "HTTP/", 5) != 0)
+		return false;
+	while (i < len && line[i] != ' ')
+		i++;
+	if (i + 4 > len)
+		return false;
+	i++;
+	for (int k = 0; k < 3; k++)
+	{
+		unsigned char c = (unsigned char) line[i + k];
+
+		if (c < '0' || c > '9')
+			return false;
+		code = code * 10 + (c - '0');
+	}
+	if (i + 3 < len && line[i + 3] != ' ' && line[i + 3] != '\r' &&
+		line[i + 3] != '\n')
+		return false;
+	if (code < 100)
+		return false;
+	*status = code;
+	return true;
+}
+
+/*
+ * edge_header_line: when line is "Name: value" for the given lower-case
+ * name, point *value at the value without surrounding white space or the
+ * line ending.
+ */
+bool
+edge_header_line(const char *line, size_t len, const char *name,
+				 const char **value, size_t *vlen)
+{
+	size_t		nlen = strlen(name);
+	size_t		s;
+	size_t		e;
+
+	if (len <= nlen || line[nlen] != ':' || !ieq_prefix(line, len, name))
+		return false;
+	s = nlen + 1;
+	e = len;
+	while (s < e && (line[s] == ' ' || line[s] == '\t'))
+		s++;
+	while (e > s && (line[e - 1] == '\r' || line[e - 1] == '\n' ||
+					 line[e - 1] == ' ' || line[e - 1] == '\t'))
+		e--;
+	*value = line + s;
+	*vlen = e - s;
+	return true;
+}
+
+/* days_from_civil: days since 1970-01-01 of a proleptic Gregorian date. */
+static int64_t
+days_from_civil(int64_t y, int m, int d)
+{
+	int64_t		era;
+	int64_t		yoe;
+	int64_t		doy;
+	int64_t		doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+/* digits: parse exactly n decimal digits at s. */
+static bool
+digits(const char *s, int n, int *out)
+{
+	int			v = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (s[i] - '0');
+	}
+	*out = v;
+	return true;
+}
+
+/*
+ * edge_retry_after: a Retry-After value, either delay-seconds or an
+ * IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), as a delay in ms from
+ * now; a date in the past means no delay.
+ */
+bool
+edge_retry_after(const char *value, size_t len, time_t now, int64_t *delay_ms)
+{
+	static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+	int			day,
+				year,
+				hh,
+				mi,
+				ss,
+				month = -1;
+	int64_t		t;
+
+	while (len > 0 && (*value == ' ' || *value == '\t'))
+	{
+		value++;
+		len--;
+	}
+	while (len > 0 && (value[len - 1] == ' ' || value[len - 1] == '\t'))
+		len--;
+	if (len == 0)
+		return false;
+
+	if (value[0] >= '0' && value[0] <= '9')
+	{
+		int64_t		secs = 0;
+
+		for (size_t i = 0; i < len; i++)
+		{
+			if (value[i] < '0' || value[i] > '9')
+				return false;
+			if (secs < INT64_C(1000000000000))
+				secs = secs * 10 + (value[i] - '0');
+		}
+		*delay_ms = secs * 1000;
+		return true;
+	}
+
+	/* IMF-fixdate is exactly 29 bytes */
+	if (len != 29 || value[3] != ',' || value[4] != ' ' || value[7] != ' ' ||
+		value[11] != ' ' || value[16] != ' ' || value[19] != ':' ||
+		value[22] != ':' || value[25] != ' ' || memcmp(value + 26, "GMT", 3) != 0)
+		return false;
+	for (int i = 0; i < 12; i++)
+		if (memcmp(value + 8, months + 3 * i, 3) == 0)
+			month = i + 1;
+	if (month < 0 ||
+		!digits(value + 5, 2, &day) || !digits(value + 12, 4, &year) ||
+		!digits(value + 17, 2, &hh) || !digits(value + 20, 2, &mi) ||
+		!digits(value + 23, 2, &ss))
+		return false;
+	if (day < 1 || day > 31 || hh > 23 || mi > 59 || ss > 60)
+		return false;
+	t = days_from_civil(year, month, day) * 86400 + hh * 3600 + mi * 60 + ss;
+	*delay_ms = (t > (int64_t) now) ? (t - (int64_t) now) * 1000 : 0;
+	return true;
+}
+
+/* v4_class: the class of an IPv4 address given as 4 bytes. */
+static EdgeAddrClass
+v4_class(const unsigned char *a)
+{
+	if (a[0] == 0)
+		return EDGE_ADDR_UNSPECIFIED;
+	if (a[0] == 127)
+		return EDGE_ADDR_LOOPBACK;
+	if (a[0] == 10 || (a[0] == 172 && (a[1] & 0xF0) == 16) ||
+		(a[0] == 192 && a[1] == 168) || (a[0] == 100 && (a[1] & 0xC0) == 64))
+		return EDGE_ADDR_PRIVATE;
+	if (a[0] == 169 && a[1] == 254)
+		return EDGE_ADDR_LINK_LOCAL;
+	if ((a[0] & 0xF0) == 224)
+		return EDGE_ADDR_MULTICAST;
+	if ((a[0] & 0xF0) == 240 || (a[0] == 192 && a[1] == 0 && a[2] == 0) ||
+		(a[0] == 198 && (a[1] & 0xFE) == 18))
+		return EDGE_ADDR_RESERVED;
+	return EDGE_ADDR_PUBLIC;
+}
+
+/*
+ * edge_addr_class: where an address points.  IPv4-mapped, IPv4-compatible,
+ * NAT64 and 6to4 IPv6 addresses are judged by the IPv4 address they carry.
+ */
+EdgeAddrClass
+edge_addr_class(const struct sockaddr *sa)
+{
+	static const unsigned char zero[16] = {0};
+
+	if (sa->sa_family == AF_INET)
+	{
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *) sa;
+
+		return v4_class((const unsigned char *) &s4->sin_addr);
+	}
+	if (sa->sa_family == AF_INET6)
+	{
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *) sa;
+		const unsigned char *a = s6->sin6_addr.s6_addr;
+		static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+		static const unsigned char nat64[12] = {0, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0};
+
+		if (memcmp(a, zero, 16) == 0)
+			return EDGE_ADDR_UNSPECIFIED;
+		if (memcmp(a, zero, 15) == 0 && a[15] == 1)
+			return EDGE_ADDR_LOOPBACK;
+		if (memcmp(a, mapped, 12) == 0 || memcmp(a, zero, 12) == 0 ||
+			memcmp(a, nat64, 12) == 0)
+			return v4_class(a + 12);
+		if (a[0] == 0x20 && a[1] == 0x02)
+			return v4_class(a + 2);
+		if ((a[0] & 0xFE) == 0xFC || (a[0] == 0xFE && (a[1] & 0xC0) == 0xC0))
+			return EDGE_ADDR_PRIVATE;
+		if (a[0] == 0xFE && (a[1] & 0xC0) == 0x80)
+			return EDGE_ADDR_LINK_LOCAL;
+		if (a[0] == 0xFF)
+			return EDGE_ADDR_MULTICAST;
+		return EDGE_ADDR_PUBLIC;
+	}
+	return EDGE_ADDR_RESERVED;
+}
+
+/* edge_addr_class_name: words for a log line or last_error. */
+const char *
+edge_addr_class_name(EdgeAddrClass cls)
+{
+	switch (cls)
+	{
+		case EDGE_ADDR_PUBLIC:
+			return "public";
+		case EDGE_ADDR_LOOPBACK:
+			return "loopback";
+		case EDGE_ADDR_PRIVATE:
+			return "private";
+		case EDGE_ADDR_LINK_LOCAL:
+			return "link-local";
+		case EDGE_ADDR_MULTICAST:
+			return "multicast";
+		case EDGE_ADDR_UNSPECIFIED:
+			return "unspecified";
+		case EDGE_ADDR_RESERVED:
+			return "reserved";
+	}
+	return "unknown";
+}
+
+/*
+ * edge_cidr_parse: "address[/prefix]", IPv4 or IPv6; without a prefix the
+ * CIDR is the single address.
+ */
+bool
+edge_cidr_parse(const char *text, size_t len, EdgeCidr *cidr)
+{
+	char		buf[64];
+	size_t		slash = len;
+	int			prefix = -1;
+	int			maxprefix;
+
+	for (size_t i = 0; i < len; i++)
+		if (text[i] == '/')
+		{
+			slash = i;
+			break;
+		}
+	if (slash == 0 || slash >= sizeof(buf))
+		return false;
+	memcpy(buf, text, slash);
+	buf[slash] = '\0';
+
+	memset(cidr, 0, sizeof(*cidr));
+	if (inet_pton(AF_INET, buf, cidr->addr) == 1)
+	{
+		cidr->family = AF_INET;
+		maxprefix = 32;
+	}
+	else if (inet_pton(AF_INET6, buf, cidr->addr) == 1)
+	{
+		cidr->family = AF_INET6;
+		maxprefix = 128;
+	}
+	else
+		return false;
+
+	if (slash < len)
+	{
+		size_t		n = len - slash - 1;
+
+		if (n < 1 || n > 3)
+			return false;
+		prefix = 0;
+		for (size_t i = slash + 1; i < len; i++)
+		{
+			if (text[i] < '0' || text[i] > '9')
+				return false;
+			prefix = prefix * 10 + (text[i] - '0');
+		}
+		if (prefix > maxprefix)
+			return false;
+	}
+	cidr->prefix = (prefix < 0) ? maxprefix : prefix;
+	return true;
+}
+
+/* prefix_match: do the first bits bits of a and b agree? */
+static bool
+prefix_match(const unsigned char *a, const unsigned char *b, int bits)
+{
+	int			full = bits / 8;
+	int			rest = bits % 8;
+
+	if (memcmp(a, b, full) != 0)
+		return false;
+	if (rest == 0)
+		return true;
+	return ((a[full] ^ b[full]) & (0xFF << (8 - rest))) == 0;
+}
+
+/*
+ * edge_cidr_contains: is the address in the CIDR?  An IPv4-mapped IPv6
+ * address matches an IPv4 CIDR.
+ */
+bool
+edge_cidr_contains(const EdgeCidr *cidr, const struct sockaddr *sa)
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+
+	if (sa->sa_family == AF_INET)
+	{
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *) sa;
+
+		return cidr->family == AF_INET &&
+			prefix_match(cidr->addr, (const unsigned char *) &s4->sin_addr,
+						 cidr->prefix);
+	}
+	if (sa->sa_family == AF_INET6)
+	{
+		const unsigned char *a = ((const struct sockaddr_in6 *) sa)->sin6_addr.s6_addr;
+
+		if (cidr->family == AF_INET6)
+			return prefix_match(cidr->addr, a, cidr->prefix);
+		if (memcmp(a, mapped, 12) == 0)
+			return prefix_match(cidr->addr, a + 12, cidr->prefix);
+	}
+	return false;
+}
+
+/*
+ * edge_cidr_list_parse: a list of CIDRs separated by commas or white
+ * space.  Returns how many were stored, or -1 with *bad pointing at the
+ * first entry that is not a CIDR (or that does not fit in max).
+ */
+int
+edge_cidr_list_parse(const char *text, EdgeCidr *cidrs, int max,
+					 const char **bad, size_t *badlen)
+{
+	size_t		len = strlen(text);
+	size_t		i = 0;
+	int			n = 0;
+
+	while (i < len)
+	{
+		size_t		s;
+
+		while (i < len && (text[i] == ',' || text[i] == ' ' || text[i] == '\t'))
+			i++;
+		if (i >= len)
+			break;
+		s = i;
+		while (i < len && text[i] != ',' && text[i] != ' ' && text[i] != '\t')
+			i++;
+		if (n >= max || !edge_cidr_parse(text + s, i - s, &cidrs[n]))
+		{
+			*bad = text + s;
+			*badlen = i - s;
+			return -1;
+		}
+		n++;
+	}
+	return n;
+}

@@ -1,0 +1,87 @@
+/*-------------------------------------------------------------------------
+ *
+ * edge.h
+ *	  Parsers and checks at grelout's network edge.  They depend on the C
+ *	  library only, so the fuzz targets and unit tests link them alone.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GRELOUT_EDGE_H
+#define GRELOUT_EDGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/socket.h>
+
+#define GRELOUT_HEADER_NAME_MAX		256
+#define GRELOUT_HEADER_VALUE_MAX	8192
+#define GRELOUT_URL_MAX				2048
+#define GRELOUT_SECRET_MIN_BYTES	24
+#define GRELOUT_SECRET_MAX_BYTES	64
+
+/* Header names and values */
+extern bool edge_header_name_valid(const char *name, size_t len);
+extern bool edge_header_value_valid(const char *value, size_t len);
+extern bool edge_header_name_reserved(const char *name, size_t len);
+
+/* URLs of handlers */
+typedef enum EdgeUrlError
+{
+	EDGE_URL_OK = 0,
+	EDGE_URL_TOO_LONG,
+	EDGE_URL_BAD_SCHEME,
+	EDGE_URL_NO_HOST,
+	EDGE_URL_BAD_CHAR
+} EdgeUrlError;
+extern EdgeUrlError edge_url_check(const char *url, size_t len);
+
+/* base64 and Standard Webhooks secrets */
+extern size_t edge_base64_encode(const unsigned char *src, size_t len, char *dst);
+extern long edge_base64_decode(const char *src, size_t len,
+							   unsigned char *dst, size_t dstcap);
+
+typedef enum EdgeSecretError
+{
+	EDGE_SECRET_OK = 0,
+	EDGE_SECRET_NO_PREFIX,
+	EDGE_SECRET_BAD_BASE64,
+	EDGE_SECRET_BAD_LENGTH
+} EdgeSecretError;
+extern EdgeSecretError edge_secret_decode(const char *secret, size_t len,
+										  unsigned char *key, size_t *keylen);
+
+/* HTTP responses */
+extern bool edge_status_line(const char *line, size_t len, int *status);
+extern bool edge_header_line(const char *line, size_t len, const char *name,
+							 const char **value, size_t *vlen);
+extern bool edge_retry_after(const char *value, size_t len, time_t now,
+							 int64_t *delay_ms);
+
+/* Addresses of endpoints */
+typedef enum EdgeAddrClass
+{
+	EDGE_ADDR_PUBLIC = 0,
+	EDGE_ADDR_LOOPBACK,
+	EDGE_ADDR_PRIVATE,
+	EDGE_ADDR_LINK_LOCAL,
+	EDGE_ADDR_MULTICAST,
+	EDGE_ADDR_UNSPECIFIED,
+	EDGE_ADDR_RESERVED
+} EdgeAddrClass;
+extern EdgeAddrClass edge_addr_class(const struct sockaddr *sa);
+extern const char *edge_addr_class_name(EdgeAddrClass cls);
+
+typedef struct EdgeCidr
+{
+	int			family;			/* AF_INET or AF_INET6 */
+	unsigned char addr[16];
+	int			prefix;
+} EdgeCidr;
+extern bool edge_cidr_parse(const char *text, size_t len, EdgeCidr *cidr);
+extern bool edge_cidr_contains(const EdgeCidr *cidr, const struct sockaddr *sa);
+extern int	edge_cidr_list_parse(const char *text, EdgeCidr *cidrs, int max,
+								 const char **bad, size_t *badlen);
+
+#endif							/* GRELOUT_EDGE_H */

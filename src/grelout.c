@@ -1,0 +1,252 @@
+/*-------------------------------------------------------------------------
+ *
+ * grelout.c
+ *	  Entry point of the grelout library: the settings under the reserved
+ *	  "grelout." prefix, and the set-up done when the library is loaded
+ *	  (shared memory, the relay workers, the commit callback).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "grelout.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+PG_MODULE_MAGIC;
+
+/* Settings; see the README for what each one means. */
+char	   *grelout_database = NULL;
+char	   *grelout_role = NULL;
+int			grelout_workers = 1;
+bool		grelout_relay_enabled = true;
+int			grelout_poll_interval = 1500;
+int			grelout_batch_size = 100;
+int			grelout_concurrency = 50;
+int			grelout_lease_duration = 30000;
+int			grelout_request_timeout = 10000;
+int			grelout_max_attempts = 10;
+int			grelout_retry_base = 1000;
+int			grelout_retry_max = 300000;
+double		grelout_retry_jitter = 1.0;
+bool		grelout_dead_letter = true;
+int			grelout_max_payload_size = 1024 * 1024;
+char	   *grelout_ca_file = NULL;
+bool		grelout_block_private_networks = false;
+char	   *grelout_allowed_networks = NULL;
+
+static char *grelout_keep_delivered = NULL;
+GreloutKeepMode grelout_keep_mode = GRELOUT_KEEP_OFF;
+int64		grelout_keep_window_ms = 0;
+
+/* True in every process forked from a postmaster that preloaded us. */
+bool		grelout_loaded_at_preload = false;
+
+void		_PG_init(void);
+
+PG_FUNCTION_INFO_V1(grelout_assert_preloaded);
+
+/* The parsed form of grelout.keep_delivered, passed from check to assign. */
+typedef struct KeepDeliveredExtra
+{
+	GreloutKeepMode mode;
+	int64		window_ms;
+} KeepDeliveredExtra;
+
+/*
+ * check_keep_delivered: accept "off", "on" (and the other boolean spellings)
+ * or a positive interval such as '30 days'.
+ */
+static bool
+check_keep_delivered(char **newval, void **extra, GucSource source)
+{
+	KeepDeliveredExtra parsed;
+	KeepDeliveredExtra *result;
+	bool		boolval;
+
+	if (*newval == NULL || (*newval)[0] == '\0' ||
+		parse_bool(*newval, &boolval))
+	{
+		parsed.mode = (*newval == NULL || (*newval)[0] == '\0' || !boolval) ?
+			GRELOUT_KEEP_OFF : GRELOUT_KEEP_ON;
+		parsed.window_ms = 0;
+	}
+	else
+	{
+		char		workbuf[256];
+		char	   *field[MAXDATEFIELDS];
+		int			ftype[MAXDATEFIELDS];
+		int			nf;
+		int			dtype = 0;
+		int			dterr;
+		struct pg_itm_in itm;
+		Interval	iv;
+		int64		usecs;
+
+		dterr = ParseDateTime(*newval, workbuf, sizeof(workbuf), field, ftype,
+							  MAXDATEFIELDS, &nf);
+		if (dterr == 0)
+			dterr = DecodeInterval(field, ftype, nf, INTERVAL_FULL_RANGE,
+								   &dtype, &itm);
+		if (dterr == DTERR_BAD_FORMAT)
+			dterr = DecodeISO8601Interval(*newval, &dtype, &itm);
+		if (dterr != 0 || dtype != DTK_DELTA || itmin2interval(&itm, &iv) != 0)
+		{
+			GUC_check_errmsg("invalid value for grelout.keep_delivered: \"%s\"", *newval);
+			GUC_check_errhint("Use off, on, or an interval such as '7 days'.");
+			return false;
+		}
+		usecs = iv.time + (int64) iv.day * USECS_PER_DAY +
+			(int64) iv.month * DAYS_PER_MONTH * USECS_PER_DAY;
+		if (usecs <= 0)
+		{
+			GUC_check_errmsg("grelout.keep_delivered must be a positive interval");
+			return false;
+		}
+		parsed.mode = GRELOUT_KEEP_WINDOW;
+		parsed.window_ms = usecs / 1000;
+	}
+
+	result = (KeepDeliveredExtra *) malloc(sizeof(KeepDeliveredExtra));
+	if (result == NULL)
+		return false;
+	*result = parsed;
+	*extra = result;
+	return true;
+}
+
+/* assign_keep_delivered: publish the parsed value. */
+static void
+assign_keep_delivered(const char *newval, void *extra)
+{
+	KeepDeliveredExtra *parsed = (KeepDeliveredExtra *) extra;
+
+	grelout_keep_mode = parsed->mode;
+	grelout_keep_window_ms = parsed->window_ms;
+}
+
+/*
+ * define_settings: create every grelout.* setting with its default, range
+ * and context, then reserve the prefix so a misspelt name is an error.
+ */
+static void
+define_settings(void)
+{
+	DefineCustomStringVariable("grelout.database",
+							   "Database whose outbox the relays serve.",
+							   NULL, &grelout_database, "postgres",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("grelout.role",
+							   "Role the relays connect as; empty means the bootstrap superuser.",
+							   NULL, &grelout_role, "",
+							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.workers",
+							"Number of relay processes.",
+							NULL, &grelout_workers, 1, 0, GRELOUT_MAX_WORKERS,
+							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("grelout.relay",
+							 "Whether this server's relays claim and deliver messages.",
+							 NULL, &grelout_relay_enabled, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.poll_interval",
+							"Fallback poll interval when nothing wakes a relay.",
+							NULL, &grelout_poll_interval, 1500, 10, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.batch_size",
+							"Most messages a relay claims at once, capped by free request slots.",
+							NULL, &grelout_batch_size, 100, 1, 10000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.concurrency",
+							"Most requests in flight at once, per relay.",
+							NULL, &grelout_concurrency, 50, 1, 1000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.lease_duration",
+							"How long a claimed message stays invisible to other relays.",
+							NULL, &grelout_lease_duration, 30000, 1000, 24 * 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.request_timeout",
+							"Default timeout of one webhook request.",
+							NULL, &grelout_request_timeout, 10000, 100, 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.max_attempts",
+							"Delivery attempts before a message is dead-lettered.",
+							NULL, &grelout_max_attempts, 10, 1, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.retry_base",
+							"Base of the exponential retry backoff.",
+							NULL, &grelout_retry_base, 1000, 1, 24 * 3600 * 1000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.retry_max",
+							"Ceiling of the retry backoff.",
+							NULL, &grelout_retry_max, 300000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomRealVariable("grelout.retry_jitter",
+							 "Fraction of the backoff that is randomised (1 = full jitter).",
+							 NULL, &grelout_retry_jitter, 1.0, 0.0, 1.0,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomBoolVariable("grelout.dead_letter",
+							 "Whether a message is dead-lettered after its last attempt; off retries forever.",
+							 NULL, &grelout_dead_letter, true,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("grelout.keep_delivered",
+							   "Keep delivered rows: off, on, or an interval after which the relay purges them.",
+							   NULL, &grelout_keep_delivered, "off",
+							   PGC_SIGHUP, 0,
+							   check_keep_delivered, assign_keep_delivered, NULL);
+	DefineCustomIntVariable("grelout.max_payload_size",
+							"Largest payload outbox_publish accepts, in bytes of JSON text.",
+							NULL, &grelout_max_payload_size, 1024 * 1024, 1, 256 * 1024 * 1024,
+							PGC_SUSET, GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomStringVariable("grelout.ca_file",
+							   "CA bundle used to verify HTTPS endpoints; empty means the system CAs.",
+							   NULL, &grelout_ca_file, "",
+							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomBoolVariable("grelout.block_private_networks",
+							 "Refuse endpoints that resolve to loopback, private, link-local or unspecified addresses.",
+							 NULL, &grelout_block_private_networks, false,
+							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("grelout.allowed_networks",
+							   "Comma-separated CIDRs let through when private networks are blocked.",
+							   NULL, &grelout_allowed_networks, "",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("grelout");
+}
+
+/*
+ * _PG_init: define the settings in every process; at server start also
+ * reserve shared memory and register the relays.
+ */
+void
+_PG_init(void)
+{
+	define_settings();
+	grelout_publish_init();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	grelout_loaded_at_preload = true;
+	grelout_shmem_install_hooks();
+	grelout_register_relays();
+}
+
+/*
+ * grelout_assert_preloaded: called by the install script, so that
+ * CREATE EXTENSION fails when the library was not preloaded.
+ */
+Datum
+grelout_assert_preloaded(PG_FUNCTION_ARGS)
+{
+	if (!grelout_loaded_at_preload)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("grelout must be loaded via \"shared_preload_libraries\""),
+				 errhint("Add grelout to shared_preload_libraries in postgresql.conf and restart the server.")));
+	PG_RETURN_VOID();
+}

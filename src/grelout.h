@@ -1,0 +1,102 @@
+/*-------------------------------------------------------------------------
+ *
+ * grelout.h
+ *	  Declarations shared by the files of the grelout extension: settings,
+ *	  shared memory of the relays, ids, validation, the claim/settle store
+ *	  and the HTTP engine.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GRELOUT_H
+#define GRELOUT_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "storage/spin.h"
+#include "utils/jsonb.h"
+#include "utils/uuid.h"
+
+#define GRELOUT_VERSION			"1.0"
+#define GRELOUT_USER_AGENT		"grelout/" GRELOUT_VERSION
+#define GRELOUT_MAX_WORKERS		64
+#define GRELOUT_LAST_ERROR_MAX	512		/* bytes of last_error kept */
+
+/* grelout.c: settings */
+extern char *grelout_database;
+extern char *grelout_role;
+extern int	grelout_workers;
+extern bool grelout_relay_enabled;
+extern int	grelout_poll_interval;	/* ms */
+extern int	grelout_batch_size;
+extern int	grelout_concurrency;
+extern int	grelout_lease_duration; /* ms */
+extern int	grelout_request_timeout;	/* ms */
+extern int	grelout_max_attempts;
+extern int	grelout_retry_base;		/* ms */
+extern int	grelout_retry_max;		/* ms */
+extern double grelout_retry_jitter;
+extern bool grelout_dead_letter;
+extern int	grelout_max_payload_size;	/* bytes */
+extern char *grelout_ca_file;
+extern bool grelout_block_private_networks;
+extern char *grelout_allowed_networks;
+
+/* grelout.keep_delivered, parsed */
+typedef enum GreloutKeepMode
+{
+	GRELOUT_KEEP_OFF,			/* delete on delivery */
+	GRELOUT_KEEP_ON,			/* keep for good */
+	GRELOUT_KEEP_WINDOW			/* keep for grelout_keep_window_ms */
+} GreloutKeepMode;
+extern GreloutKeepMode grelout_keep_mode;
+extern int64 grelout_keep_window_ms;
+
+extern bool grelout_loaded_at_preload;
+
+/* shmem.c: one slot a relay, read by grelout.relays */
+typedef struct GreloutRelaySlot
+{
+	slock_t		mutex;
+	int			pgprocno;		/* -1 when no relay runs in this slot */
+	int			pid;
+	TimestampTz started_at;
+	char		activity[64];
+	int			in_flight;
+	uint64		delivered;
+	uint64		retried;
+	uint64		dead;
+	TimestampTz last_error_at;
+	char		last_error[GRELOUT_LAST_ERROR_MAX];
+} GreloutRelaySlot;
+
+typedef struct GreloutShared
+{
+	int			nslots;
+	GreloutRelaySlot slots[FLEXIBLE_ARRAY_MEMBER];
+} GreloutShared;
+
+extern GreloutShared *grelout_shared;
+extern void grelout_shmem_install_hooks(void);
+extern void grelout_wake_relays(void);
+extern GreloutRelaySlot *grelout_slot_attach(int index);
+extern void grelout_slot_set_activity(GreloutRelaySlot *slot, const char *activity);
+extern void grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
+							   int dead, int in_flight);
+extern void grelout_slot_error(GreloutRelaySlot *slot, const char *error);
+
+/* ids.c */
+extern void grelout_uuid7(pg_uuid_t *uuid);
+
+/* validate.c */
+extern void grelout_check_headers(Jsonb *headers, const char *what);
+
+/* publish.c */
+extern int64 interval_usecs(const Interval *iv);
+extern void grelout_publish_init(void);
+
+/* relay.c */
+extern void grelout_register_relays(void);
+extern PGDLLEXPORT void grelout_relay_main(Datum arg);
+
+#endif							/* GRELOUT_H */

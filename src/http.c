@@ -1,0 +1,457 @@
+/*-------------------------------------------------------------------------
+ *
+ * http.c
+ *	  The relay's HTTP engine: many POST requests in flight at once over
+ *	  libcurl's multi interface, driven by the relay's wait loop.
+ *
+ * libcurl tells us which sockets it wants watched; we keep them in an
+ * epoll set of our own, whose single descriptor the relay adds to its
+ * PostgreSQL WaitEventSet next to its latch.  One wait thus covers the
+ * latch, postmaster death, every socket and (through the wait's timeout)
+ * libcurl's timers, and a signal is answered at once while requests are in
+ * flight.  Connections are reused across requests by the multi handle.
+ *
+ * Policy enforced here on every request: only http and https, no
+ * redirects, TLS verification on, an optional CA bundle, no proxy from the
+ * environment, a bounded read of the response body, and (when asked) no
+ * connection to loopback, private, link-local, multicast or unspecified
+ * addresses, checked on the resolved address at connect time.
+ *
+ * Uses libcurl and the C library only.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "http.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#define MAX_ALLOWED_NETWORKS	64
+
+struct HttpEngine
+{
+	CURLM	   *multi;
+	int			epfd;
+	int64_t		timer_deadline; /* monotonic ms; -1 when none */
+	int			running;
+	char	   *ca_file;
+	bool		block_private;
+	EdgeCidr	allowed[MAX_ALLOWED_NETWORKS];
+	int			nallowed;
+};
+
+/* now_ms: a monotonic clock in milliseconds. */
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * socket_cb: libcurl asks us to watch a socket for reading and/or writing,
+ * or to stop watching it.  socketp is non-NULL once the socket is in our
+ * epoll set.
+ */
+static int
+socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	HttpEngine *engine = (HttpEngine *) userp;
+	struct epoll_event ev;
+
+	if (what == CURL_POLL_REMOVE)
+	{
+		epoll_ctl(engine->epfd, EPOLL_CTL_DEL, s, NULL);
+		curl_multi_assign(engine->multi, s, NULL);
+		return 0;
+	}
+
+	memset(&ev, 0, sizeof(ev));
+	ev.data.fd = s;
+	if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+		ev.events |= EPOLLIN;
+	if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+		ev.events |= EPOLLOUT;
+
+	if (socketp == NULL)
+	{
+		if (epoll_ctl(engine->epfd, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST)
+			epoll_ctl(engine->epfd, EPOLL_CTL_MOD, s, &ev);
+		curl_multi_assign(engine->multi, s, engine);
+	}
+	else if (epoll_ctl(engine->epfd, EPOLL_CTL_MOD, s, &ev) != 0 && errno == ENOENT)
+		epoll_ctl(engine->epfd, EPOLL_CTL_ADD, s, &ev);
+	return 0;
+}
+
+/* timer_cb: libcurl wants to be called back after timeout_ms (-1: never). */
+static int
+timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+	HttpEngine *engine = (HttpEngine *) userp;
+
+	engine->timer_deadline = (timeout_ms < 0) ? -1 : now_ms() + timeout_ms;
+	return 0;
+}
+
+/*
+ * write_cb: keep the first HTTP_BODY_KEEP bytes of the body; stop the
+ * transfer once HTTP_BODY_READ_MAX bytes have come, so that a huge or
+ * endless response costs neither memory nor time.
+ */
+static size_t
+write_cb(char *data, size_t size, size_t nmemb, void *userp)
+{
+	HttpRequest *req = (HttpRequest *) userp;
+	size_t		n = size * nmemb;
+
+	if (req->body_start_len < HTTP_BODY_KEEP)
+	{
+		size_t		take = HTTP_BODY_KEEP - req->body_start_len;
+
+		if (take > n)
+			take = n;
+		memcpy(req->body_start + req->body_start_len, data, take);
+		req->body_start_len += take;
+		req->body_start[req->body_start_len] = '\0';
+	}
+	req->body_read += n;
+	if (req->body_read > HTTP_BODY_READ_MAX)
+	{
+		req->body_cut = true;
+		return 0;				/* abort: CURLE_WRITE_ERROR */
+	}
+	return n;
+}
+
+/*
+ * header_cb: follow the status line of each response (a 100 Continue may
+ * come first) and pick up Retry-After.
+ */
+static size_t
+header_cb(char *line, size_t size, size_t nmemb, void *userp)
+{
+	HttpRequest *req = (HttpRequest *) userp;
+	size_t		n = size * nmemb;
+	int			status;
+	const char *value;
+	size_t		vlen;
+
+	if (edge_status_line(line, n, &status))
+	{
+		req->status = status;
+		req->has_retry_after = false;
+	}
+	else if (edge_header_line(line, n, "retry-after", &value, &vlen))
+	{
+		int64_t		delay;
+
+		if (edge_retry_after(value, vlen, time(NULL), &delay))
+		{
+			req->has_retry_after = true;
+			req->retry_after_ms = delay;
+		}
+	}
+	return n;
+}
+
+/*
+ * opensocket_cb: called with each address the host resolved to, just
+ * before connecting.  Refusing here, after resolution, is what makes the
+ * private-network block immune to DNS rebinding.
+ */
+static curl_socket_t
+opensocket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
+{
+	HttpRequest *req = (HttpRequest *) clientp;
+	HttpEngine *engine = req->engine;
+	EdgeAddrClass cls;
+
+	if (engine->block_private)
+	{
+		cls = edge_addr_class(&address->addr);
+		if (cls != EDGE_ADDR_PUBLIC)
+		{
+			bool		allowed = false;
+
+			for (int i = 0; i < engine->nallowed && !allowed; i++)
+				allowed = edge_cidr_contains(&engine->allowed[i], &address->addr);
+			if (!allowed)
+			{
+				char		host[INET6_ADDRSTRLEN] = "?";
+
+				if (address->family == AF_INET)
+					inet_ntop(AF_INET, &((struct sockaddr_in *) &address->addr)->sin_addr,
+							  host, sizeof(host));
+				else if (address->family == AF_INET6)
+					inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &address->addr)->sin6_addr,
+							  host, sizeof(host));
+				snprintf(req->refused, sizeof(req->refused),
+						 "refused to connect to %s address %s (grelout.block_private_networks is on)",
+						 edge_addr_class_name(cls), host);
+				return CURL_SOCKET_BAD;
+			}
+		}
+	}
+	return socket(address->family, address->socktype, address->protocol);
+}
+
+/* http_engine_create: a multi handle and its epoll set; NULL on failure. */
+HttpEngine *
+http_engine_create(void)
+{
+	HttpEngine *engine = calloc(1, sizeof(HttpEngine));
+
+	if (engine == NULL)
+		return NULL;
+	engine->timer_deadline = -1;
+	engine->epfd = epoll_create1(EPOLL_CLOEXEC);
+	engine->multi = curl_multi_init();
+	if (engine->epfd < 0 || engine->multi == NULL)
+	{
+		if (engine->epfd >= 0)
+			close(engine->epfd);
+		if (engine->multi)
+			curl_multi_cleanup(engine->multi);
+		free(engine);
+		return NULL;
+	}
+	curl_multi_setopt(engine->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+	curl_multi_setopt(engine->multi, CURLMOPT_SOCKETDATA, engine);
+	curl_multi_setopt(engine->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(engine->multi, CURLMOPT_TIMERDATA, engine);
+	return engine;
+}
+
+/*
+ * http_engine_configure: the settings that apply to requests started from
+ * now on.  Entries of allowed_networks that do not parse are skipped (the
+ * relay checks the setting and reports them).
+ */
+void
+http_engine_configure(HttpEngine *engine, const char *ca_file,
+					  bool block_private, const char *allowed_networks)
+{
+	const char *bad;
+	size_t		badlen;
+	int			n;
+
+	free(engine->ca_file);
+	engine->ca_file = (ca_file && ca_file[0]) ? strdup(ca_file) : NULL;
+	engine->block_private = block_private;
+	n = edge_cidr_list_parse(allowed_networks ? allowed_networks : "",
+							 engine->allowed, MAX_ALLOWED_NETWORKS, &bad, &badlen);
+	engine->nallowed = (n < 0) ? 0 : n;
+}
+
+/* http_engine_fd: the descriptor to wait on for socket activity. */
+int
+http_engine_fd(HttpEngine *engine)
+{
+	return engine->epfd;
+}
+
+/* http_engine_timeout: ms until libcurl's next timer, -1 for none. */
+long
+http_engine_timeout(HttpEngine *engine)
+{
+	int64_t		left;
+
+	if (engine->timer_deadline < 0)
+		return -1;
+	left = engine->timer_deadline - now_ms();
+	return left < 0 ? 0 : (long) left;
+}
+
+/*
+ * http_engine_start: begin a request.  Returns false (with req->errbuf
+ * set) when libcurl cannot even take it.
+ */
+bool
+http_engine_start(HttpEngine *engine, HttpRequest *req)
+{
+	CURL	   *easy = curl_easy_init();
+
+	req->result = CURLE_OK;
+	req->status = 0;
+	req->body_cut = false;
+	req->has_retry_after = false;
+	req->retry_after_ms = 0;
+	req->body_start[0] = '\0';
+	req->body_start_len = 0;
+	req->body_read = 0;
+	req->refused[0] = '\0';
+	req->errbuf[0] = '\0';
+	req->easy = easy;
+	req->engine = engine;
+	if (easy == NULL)
+	{
+		snprintf(req->errbuf, sizeof(req->errbuf), "out of memory in libcurl");
+		return false;
+	}
+
+	curl_easy_setopt(easy, CURLOPT_PRIVATE, req);
+	curl_easy_setopt(easy, CURLOPT_URL, req->url);
+	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(easy, CURLOPT_PROXY, "");
+	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (engine->ca_file)
+		curl_easy_setopt(easy, CURLOPT_CAINFO, engine->ca_file);
+	curl_easy_setopt(easy, CURLOPT_POST, 1L);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_len);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, req->body);
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, req->headers);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, req->timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, req);
+	curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(easy, CURLOPT_HEADERDATA, req);
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, req);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->errbuf);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+
+	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
+	{
+		snprintf(req->errbuf, sizeof(req->errbuf), "libcurl refused the request");
+		curl_easy_cleanup(easy);
+		req->easy = NULL;
+		return false;
+	}
+	engine->running++;
+	return true;
+}
+
+/*
+ * http_engine_perform: move every request along as far as it can go
+ * without blocking: sockets that are ready, then timers that are due.
+ */
+void
+http_engine_perform(HttpEngine *engine)
+{
+	struct epoll_event events[64];
+	int			n;
+	int			still;
+
+	while ((n = epoll_wait(engine->epfd, events, 64, 0)) > 0)
+	{
+		for (int i = 0; i < n; i++)
+		{
+			int			flags = 0;
+
+			if (events[i].events & EPOLLIN)
+				flags |= CURL_CSELECT_IN;
+			if (events[i].events & EPOLLOUT)
+				flags |= CURL_CSELECT_OUT;
+			if (events[i].events & (EPOLLERR | EPOLLHUP))
+				flags |= CURL_CSELECT_ERR;
+			curl_multi_socket_action(engine->multi, events[i].data.fd, flags, &still);
+		}
+		if (n < 64)
+			break;
+	}
+	if (engine->timer_deadline >= 0 && engine->timer_deadline <= now_ms())
+	{
+		engine->timer_deadline = -1;
+		curl_multi_socket_action(engine->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+	}
+}
+
+/*
+ * http_engine_next_done: hand back one finished request with its outcome,
+ * or NULL when none has finished.
+ */
+HttpRequest *
+http_engine_next_done(HttpEngine *engine)
+{
+	CURLMsg    *msg;
+	int			left;
+
+	while ((msg = curl_multi_info_read(engine->multi, &left)) != NULL)
+	{
+		HttpRequest *req = NULL;
+		CURL	   *easy = msg->easy_handle;
+
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &req);
+		req->result = msg->data.result;
+		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &req->status);
+		curl_multi_remove_handle(engine->multi, easy);
+		curl_easy_cleanup(easy);
+		req->easy = NULL;
+		engine->running--;
+		return req;
+	}
+	return NULL;
+}
+
+/* http_engine_running: requests started and not yet handed back. */
+int
+http_engine_running(HttpEngine *engine)
+{
+	return engine->running;
+}
+
+/*
+ * http_request_describe_error: what went wrong with a request that got no
+ * usable response, in words for last_error.
+ */
+void
+http_request_describe_error(const HttpRequest *req, char *buf, size_t len)
+{
+	const char *what;
+
+	if (req->refused[0])
+	{
+		snprintf(buf, len, "%s", req->refused);
+		return;
+	}
+	switch (req->result)
+	{
+		case CURLE_COULDNT_RESOLVE_HOST:
+			what = "could not resolve host";
+			break;
+		case CURLE_COULDNT_CONNECT:
+			what = "could not connect";
+			break;
+		case CURLE_OPERATION_TIMEDOUT:
+			snprintf(buf, len, "timed out after %ld ms%s%s", req->timeout_ms,
+					 req->errbuf[0] ? ": " : "", req->errbuf);
+			return;
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CIPHER:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_ISSUER_ERROR:
+			what = "TLS failure";
+			break;
+		case CURLE_UNSUPPORTED_PROTOCOL:
+			what = "protocol not allowed";
+			break;
+		case CURLE_GOT_NOTHING:
+			what = "empty reply from server";
+			break;
+		case CURLE_SEND_ERROR:
+		case CURLE_RECV_ERROR:
+			what = "connection broken";
+			break;
+		default:
+			what = curl_easy_strerror(req->result);
+			break;
+	}
+	snprintf(buf, len, "%s%s%s", what, req->errbuf[0] ? ": " : "", req->errbuf);
+}

@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * http.h
+ *	  The relay's HTTP engine: libcurl's multi interface driven from the
+ *	  relay's own wait loop.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GRELOUT_HTTP_H
+#define GRELOUT_HTTP_H
+
+#include <curl/curl.h>
+
+#include "edge.h"
+
+/* Bytes of a response body kept for last_error, and read at most. */
+#define HTTP_BODY_KEEP		256
+#define HTTP_BODY_READ_MAX	(64 * 1024)
+
+/*
+ * One request.  The caller fills the first group of fields and keeps the
+ * struct alive until the engine hands it back as finished; the engine
+ * fills the second group.
+ */
+typedef struct HttpRequest
+{
+	/* set by the caller */
+	const char *url;
+	struct curl_slist *headers;
+	const char *body;
+	size_t		body_len;
+	long		timeout_ms;
+
+	/* set by the engine */
+	CURLcode	result;
+	long		status;			/* 0 when no response arrived */
+	bool		body_cut;		/* the body was longer than we read */
+	bool		has_retry_after;
+	int64_t		retry_after_ms;
+	char		body_start[HTTP_BODY_KEEP + 1];
+	size_t		body_start_len;
+	size_t		body_read;
+	char		refused[160];	/* why a connection was refused by policy */
+	char		errbuf[CURL_ERROR_SIZE];
+	CURL	   *easy;
+	struct HttpEngine *engine;
+} HttpRequest;
+
+typedef struct HttpEngine HttpEngine;
+
+extern HttpEngine *http_engine_create(void);
+extern void http_engine_configure(HttpEngine *engine, const char *ca_file,
+								  bool block_private, const char *allowed_networks);
+extern int	http_engine_fd(HttpEngine *engine);
+extern long http_engine_timeout(HttpEngine *engine);
+extern bool http_engine_start(HttpEngine *engine, HttpRequest *req);
+extern void http_engine_perform(HttpEngine *engine);
+extern HttpRequest *http_engine_next_done(HttpEngine *engine);
+extern int	http_engine_running(HttpEngine *engine);
+extern void http_request_describe_error(const HttpRequest *req, char *buf, size_t len);
+
+#endif							/* GRELOUT_HTTP_H */

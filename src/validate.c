@@ -1,0 +1,237 @@
+/*-------------------------------------------------------------------------
+ *
+ * validate.c
+ *	  Validation of what users store: request headers (of messages and of
+ *	  handlers) and the rows of grelout.handlers, checked by a trigger so
+ *	  that a bad URL, secret, header, timeout or attempt count is refused at
+ *	  INSERT or UPDATE with a clear error.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "grelout.h"
+
+#include "commands/trigger.h"
+#include "edge.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(grelout_handlers_validate);
+
+/* Most headers one message or handler may carry. */
+#define MAX_HEADERS		64
+
+/*
+ * grelout_check_headers: headers must be a JSON object whose keys are HTTP
+ * tokens that the relay does not set itself and whose values are strings
+ * without CR, LF or NUL.  "what" names the headers in error messages.
+ */
+void
+grelout_check_headers(Jsonb *headers, const char *what)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			count = 0;
+
+	if (!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a JSON object", what),
+				 errhint("Pass an object of string values, such as '{\"traceparent\": \"00-...\"}'.")));
+
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			char	   *name = v.val.string.val;
+			int			len = v.val.string.len;
+
+			if (++count > MAX_HEADERS)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("%s hold more than %d headers", what, MAX_HEADERS)));
+			if (!edge_header_name_valid(name, len))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid header name \"%.*s\" in %s",
+								Min(len, 64), name, what),
+						 errdetail("A header name is 1 to %d characters of letters, digits and !#$%%&'*+-.^_`|~.",
+								   GRELOUT_HEADER_NAME_MAX)));
+			if (edge_header_name_reserved(name, len))
+				ereport(ERROR,
+						(errcode(ERRCODE_RESERVED_NAME),
+						 errmsg("header \"%.*s\" in %s is reserved", len, name, what),
+						 errdetail("grelout sets content-type, content-length, host, connection, transfer-encoding, user-agent, the webhook-* headers and every grelout-* header itself.")));
+		}
+		else if (tok == WJB_VALUE)
+		{
+			if (v.type != jbvString)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("every value in %s must be a string", what)));
+			if (!edge_header_value_valid(v.val.string.val, v.val.string.len))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("invalid header value in %s", what),
+						 errdetail("A header value holds no CR, LF or NUL and is at most %d bytes.",
+								   GRELOUT_HEADER_VALUE_MAX)));
+		}
+	}
+}
+
+/*
+ * check_url: an http:// or https:// URL with a host.  The URL is not
+ * echoed back: it may embed credentials.
+ */
+static void
+check_url(text *url)
+{
+	EdgeUrlError err = edge_url_check(VARDATA_ANY(url), VARSIZE_ANY_EXHDR(url));
+
+	switch (err)
+	{
+		case EDGE_URL_OK:
+			return;
+		case EDGE_URL_TOO_LONG:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler url is longer than %d bytes", GRELOUT_URL_MAX)));
+			break;
+		case EDGE_URL_BAD_SCHEME:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler url must start with http:// or https://")));
+			break;
+		case EDGE_URL_NO_HOST:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler url has no host")));
+			break;
+		case EDGE_URL_BAD_CHAR:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler url contains white space or a control character"),
+					 errhint("Percent-encode such characters.")));
+			break;
+	}
+}
+
+/*
+ * check_secret: "whsec_" + base64 of 24 to 64 bytes.  The secret itself
+ * never appears in the error.
+ */
+static void
+check_secret(text *secret, const char *column)
+{
+	unsigned char key[GRELOUT_SECRET_MAX_BYTES];
+	size_t		keylen;
+	EdgeSecretError err;
+
+	err = edge_secret_decode(VARDATA_ANY(secret), VARSIZE_ANY_EXHDR(secret),
+							 key, &keylen);
+	explicit_bzero(key, sizeof(key));
+	if (err == EDGE_SECRET_OK)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid handler %s", column),
+			 err == EDGE_SECRET_NO_PREFIX ?
+			 errdetail("A signing secret starts with \"whsec_\".") :
+			 err == EDGE_SECRET_BAD_BASE64 ?
+			 errdetail("The part after \"whsec_\" is not valid base64.") :
+			 errdetail("The part after \"whsec_\" must decode to %d to %d bytes.",
+					   GRELOUT_SECRET_MIN_BYTES, GRELOUT_SECRET_MAX_BYTES)));
+}
+
+/* column: the attribute number of a column of grelout.handlers. */
+static int
+column(TupleDesc desc, const char *name)
+{
+	int			attnum = SPI_fnumber(desc, name);
+
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("grelout.handlers has no column \"%s\"", name)));
+	return attnum;
+}
+
+/*
+ * grelout_handlers_validate: BEFORE INSERT OR UPDATE trigger on
+ * grelout.handlers.
+ */
+Datum
+grelout_handlers_validate(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	HeapTuple	tuple;
+	TupleDesc	desc;
+	bool		isnull;
+	Datum		d;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("grelout._handlers_validate() must be a BEFORE ROW trigger")));
+
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	desc = RelationGetDescr(trigdata->tg_relation);
+
+	d = heap_getattr(tuple, column(desc, "topic"), desc, &isnull);
+	if (!isnull)
+	{
+		text	   *topic = DatumGetTextPP(d);
+
+		if (VARSIZE_ANY_EXHDR(topic) == 0 || VARSIZE_ANY_EXHDR(topic) > 255)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler topic must be 1 to 255 bytes")));
+	}
+
+	d = heap_getattr(tuple, column(desc, "url"), desc, &isnull);
+	if (!isnull)
+		check_url(DatumGetTextPP(d));
+
+	d = heap_getattr(tuple, column(desc, "headers"), desc, &isnull);
+	if (!isnull)
+		grelout_check_headers(DatumGetJsonbP(d), "handler headers");
+
+	d = heap_getattr(tuple, column(desc, "secret"), desc, &isnull);
+	if (!isnull)
+		check_secret(DatumGetTextPP(d), "secret");
+
+	d = heap_getattr(tuple, column(desc, "previous_secret"), desc, &isnull);
+	if (!isnull)
+		check_secret(DatumGetTextPP(d), "previous_secret");
+
+	d = heap_getattr(tuple, column(desc, "timeout"), desc, &isnull);
+	if (!isnull)
+	{
+		Interval   *iv = DatumGetIntervalP(d);
+		int64		usecs = interval_usecs(iv);
+
+		if (usecs <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler timeout must be positive")));
+		if (usecs > (int64) 3600 * USECS_PER_SEC)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler timeout must be at most 1 hour")));
+	}
+
+	d = heap_getattr(tuple, column(desc, "max_attempts"), desc, &isnull);
+	if (!isnull && DatumGetInt32(d) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("handler max_attempts must be positive")));
+
+	return PointerGetDatum(tuple);
+}
