@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 #include "storage/spin.h"
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
@@ -72,6 +73,13 @@ typedef struct GreloutRelaySlot
 
 typedef struct GreloutShared
 {
+	/*
+	 * Claims made before the server last started are void: every relay that
+	 * held them is gone.  The first relay to connect makes them due again
+	 * at once, instead of waiting for their leases to lapse, and no relay
+	 * claims before that is done.  0 = to do, 1 = under way, 2 = done.
+	 */
+	pg_atomic_uint32 leases_recovered;
 	int			nslots;
 	GreloutRelaySlot slots[FLEXIBLE_ARRAY_MEMBER];
 } GreloutShared;

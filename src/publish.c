@@ -164,6 +164,26 @@ check_length(text *value, const char *what, int max)
 }
 
 /*
+ * check_no_control: refuse ASCII control characters, which could not be
+ * sent in a request header.
+ */
+static void
+check_no_control(text *value, const char *what)
+{
+	const char *p = VARDATA_ANY(value);
+
+	for (int i = 0; i < VARSIZE_ANY_EXHDR(value); i++)
+	{
+		unsigned char c = (unsigned char) p[i];
+
+		if (c < 0x20 || c == 0x7F)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must not contain control characters", what)));
+	}
+}
+
+/*
  * grelout_publish: outbox_publish(topic, payload, key, headers, delay,
  * dedup_key) RETURNS uuid.
  */
@@ -192,15 +212,7 @@ grelout_publish(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("topic must not be empty")));
 	check_length(topic, "topic", MAX_TOPIC_BYTES);
-	for (int i = 0; i < VARSIZE_ANY_EXHDR(topic); i++)
-	{
-		unsigned char c = (unsigned char) VARDATA_ANY(topic)[i];
-
-		if (c < 0x20 || c == 0x7F)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("topic must not contain control characters")));
-	}
+	check_no_control(topic, "topic");
 
 	/* payload */
 	if (PG_ARGISNULL(1))
@@ -226,6 +238,8 @@ grelout_publish(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2))
 	{
 		check_length(PG_GETARG_TEXT_PP(2), "key", MAX_KEY_BYTES);
+		/* the key travels in the grelout-key request header */
+		check_no_control(PG_GETARG_TEXT_PP(2), "key");
 		values[2] = PG_GETARG_DATUM(2);
 		nulls[2] = ' ';
 	}

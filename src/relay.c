@@ -106,6 +106,45 @@ typedef struct RelayState
 } RelayState;
 
 
+/* Lease recovery states in GreloutShared.leases_recovered */
+#define LEASES_TO_RECOVER		0
+#define LEASES_RECOVERING		1
+#define LEASES_RECOVERED		2
+
+/* True while this relay owns the lease recovery. */
+static bool recovering_leases = false;
+
+/* abandon_lease_recovery: let another relay do it if we could not. */
+static void
+abandon_lease_recovery(int code, Datum arg)
+{
+	if (recovering_leases)
+	{
+		pg_atomic_write_u32(&grelout_shared->leases_recovered, LEASES_TO_RECOVER);
+		recovering_leases = false;
+	}
+}
+
+/*
+ * may_claim_after_restart: true once the claims left over from before the
+ * server started have been made due again.  The first relay to get here
+ * does it, in the caller's transaction; the others wait for it.
+ */
+static bool
+may_claim_after_restart(uint64 *released)
+{
+	uint32		expected = LEASES_TO_RECOVER;
+
+	if (pg_atomic_read_u32(&grelout_shared->leases_recovered) == LEASES_RECOVERED)
+		return true;
+	if (!pg_atomic_compare_exchange_u32(&grelout_shared->leases_recovered,
+										&expected, LEASES_RECOVERING))
+		return false;
+	recovering_leases = true;
+	*released = store_release_stale_leases();
+	return true;
+}
+
 /*
  * grelout_register_relays: at preload, register grelout.workers relays.
  */
@@ -525,6 +564,8 @@ db_cycle(RelayState *st, bool claim)
 	MemoryContext loop_cxt = CurrentMemoryContext;
 	int			free_slots = grelout_concurrency - http_engine_running(st->engine);
 
+	uint64		released = 0;
+
 	PG_TRY();
 	{
 		bool		ready;
@@ -548,6 +589,14 @@ db_cycle(RelayState *st, bool claim)
 		if (ready && st->nsettles > 0)
 			store_settle(st->settles, st->nsettles,
 						 grelout_keep_mode != GRELOUT_KEEP_OFF);
+
+		if (ready && claim && free_slots > 0 &&
+			!may_claim_after_restart(&released))
+		{
+			/* another relay is releasing the old leases: come back soon */
+			claim = false;
+			st->next_claim_at = ms_after(100);
+		}
 
 		if (ready && claim && free_slots > 0)
 		{
@@ -599,6 +648,16 @@ db_cycle(RelayState *st, bool claim)
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
 
+		if (recovering_leases)
+		{
+			pg_atomic_write_u32(&grelout_shared->leases_recovered, LEASES_RECOVERED);
+			recovering_leases = false;
+			if (released > 0)
+				ereport(LOG,
+						(errmsg("grelout relay %d made " UINT64_FORMAT " messages claimed before the server started due again",
+								st->index + 1, released)));
+		}
+
 		if (ready != st->extension_ready)
 		{
 			ereport(LOG,
@@ -629,6 +688,7 @@ db_cycle(RelayState *st, bool claim)
 		FlushErrorState();
 		AbortCurrentTransaction();
 		pgstat_report_activity(STATE_IDLE, NULL);
+		abandon_lease_recovery(0, 0);
 		drop_unstarted(st);
 		st->retry_db_at = ms_after(ERROR_BACKOFF_MS);
 	}
@@ -730,6 +790,7 @@ grelout_relay_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 
 	st.slot = grelout_slot_attach(st.index);
+	before_shmem_exit(abandon_lease_recovery, 0);
 	BackgroundWorkerInitializeConnection(grelout_database,
 										 (grelout_role && grelout_role[0]) ? grelout_role : NULL,
 										 0);

@@ -58,6 +58,7 @@ grelout_shmem_startup(void)
 	if (!found)
 	{
 		grelout_shared->nslots = Max(grelout_workers, 1);
+		pg_atomic_init_u32(&grelout_shared->leases_recovered, 0);
 		for (int i = 0; i < grelout_shared->nslots; i++)
 		{
 			GreloutRelaySlot *slot = &grelout_shared->slots[i];

@@ -94,6 +94,11 @@ static const char *purge_sql =
 "  AND delivered_at < now() - $1 * interval '1 millisecond'"
 " LIMIT $2)";
 
+/* Claims made before this server started: their relays are gone. */
+static const char *release_sql =
+"UPDATE grelout.outbox SET available_at = now()"
+" WHERE state = 'processing' AND available_at > now()";
+
 /* prepare_once: plan sql the first time, and keep the plan. */
 static SPIPlanPtr
 prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
@@ -231,6 +236,20 @@ store_settle(SettleItem *items, int n, bool keep_delivered)
 		if (ret != SPI_OK_UPDATE)
 			elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
 	}
+}
+
+/*
+ * store_release_stale_leases: make every message claimed before the
+ * server started due now; returns how many.
+ */
+uint64
+store_release_stale_leases(void)
+{
+	int			ret = SPI_execute(release_sql, false, 0);
+
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "could not release stale leases: %s", SPI_result_code_string(ret));
+	return SPI_processed;
 }
 
 /*

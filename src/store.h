@@ -54,6 +54,7 @@ extern SPITupleTable *store_claim(int limit, int lease_ms, int64 lease_token,
 								  int default_max_attempts, bool dead_letter,
 								  uint64 *nrows);
 extern void store_settle(SettleItem *items, int n, bool keep_delivered);
+extern uint64 store_release_stale_leases(void);
 extern int64 store_next_due_ms(void);
 extern uint64 store_purge_delivered(int64 window_ms, int limit);
 
