@@ -513,7 +513,15 @@ make_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 	append_header(&job->req.headers, "User-Agent", 10, GRELOUT_USER_AGENT,
 				  strlen(GRELOUT_USER_AGENT));
 	/* no "Expect: 100-continue" round trip for large bodies */
-	job->req.headers = curl_slist_append(job->req.headers, "Expect:");
+	{
+		struct curl_slist *l = curl_slist_append(job->req.headers, "Expect:");
+
+		if (l == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory building webhook headers")));
+		job->req.headers = l;
+	}
 	append_header(&job->req.headers, "webhook-id", 10, job->id_str, strlen(job->id_str));
 	snprintf(buf, sizeof(buf), INT64_FORMAT, now_s);
 	append_header(&job->req.headers, "webhook-timestamp", 17, buf, strlen(buf));
@@ -595,6 +603,7 @@ db_cycle(RelayState *st, bool claim)
 		{
 			/* another relay is releasing the old leases: come back soon */
 			claim = false;
+			st->claim_wanted = false;
 			st->next_claim_at = ms_after(100);
 		}
 
@@ -646,7 +655,7 @@ db_cycle(RelayState *st, bool claim)
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
-		pgstat_report_activity(STATE_IDLE, NULL);
+		pgstat_report_activity(STATE_IDLE, st->activity);
 
 		if (recovering_leases)
 		{
@@ -667,7 +676,10 @@ db_cycle(RelayState *st, bool claim)
 			st->extension_ready = ready;
 		}
 		if (!ready)
+		{
+			st->claim_wanted = false;
 			st->next_claim_at = ms_after(grelout_poll_interval);
+		}
 
 		/* the outcomes are written: count them and forget them */
 		grelout_slot_count(st->slot, st->count_delivered, st->count_retried,
@@ -687,7 +699,7 @@ db_cycle(RelayState *st, bool claim)
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
+		pgstat_report_activity(STATE_IDLE, st->activity);
 		abandon_lease_recovery(0, 0);
 		drop_unstarted(st);
 		st->retry_db_at = ms_after(ERROR_BACKOFF_MS);
