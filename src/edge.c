@@ -543,7 +543,8 @@ edge_cidr_parse(const char *text, size_t len, EdgeCidr *cidr)
 			slash = i;
 			break;
 		}
-	if (slash == 0 || slash >= sizeof(buf))
+	/* inet_pton() would stop at a NUL and accept what comes before it */
+	if (slash == 0 || slash >= sizeof(buf) || memchr(text, '\0', slash) != NULL)
 		return false;
 	memcpy(buf, text, slash);
 	buf[slash] = '\0';

@@ -219,17 +219,24 @@ define_settings(void)
 }
 
 /*
- * _PG_init: define the settings in every process; at server start also
- * reserve shared memory and register the relays.
+ * _PG_init: at server start (shared_preload_libraries), define the
+ * settings, install the commit callback, reserve shared memory and register
+ * the relays; loaded any other way, do nothing.
  */
 void
 _PG_init(void)
 {
-	define_settings();
-	grelout_publish_init();
-
+	/*
+	 * Loaded into one session only (LOAD, or CREATE EXTENSION without
+	 * shared_preload_libraries): defining the restart settings now would be
+	 * a FATAL error, so define nothing and let grelout_assert_preloaded say
+	 * what to do.
+	 */
 	if (!process_shared_preload_libraries_in_progress)
 		return;
+
+	define_settings();
+	grelout_publish_init();
 
 	grelout_loaded_at_preload = true;
 	grelout_shmem_install_hooks();

@@ -264,7 +264,13 @@ store_next_due_ms(void)
 	Datum		d;
 
 	prepare_once(&next_due_plan, next_due_sql, 0, NULL);
-	ret = SPI_execute_plan(next_due_plan, NULL, NULL, true, 1);
+
+	/*
+	 * Not read_only: a read-only execution would reuse the snapshot taken
+	 * when the cycle began, blind to this cycle's settles and claim, and the
+	 * relay would sleep until a stale lease instead of the next retry.
+	 */
+	ret = SPI_execute_plan(next_due_plan, NULL, NULL, false, 1);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "next due query failed: %s", SPI_result_code_string(ret));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);

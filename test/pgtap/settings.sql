@@ -1,0 +1,185 @@
+-- test/pgtap/settings.sql: every grelout.* setting of the contract exists
+-- with its default, unit, type, context and range; the prefix is reserved;
+-- sessions cannot change the reload/restart settings; keep_delivered takes
+-- off, on or an interval and refuses anything else.  Values are checked
+-- without changing the running cluster: ALTER SYSTEM validates a value (and
+-- refuses a bad one without writing it); the accepted ones are reset at
+-- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
+-- inside a function or transaction, so its outcome is read from psql's
+-- SQLSTATE variable; psql prints those expected errors on stderr.
+SELECT plan(129);
+
+-- every setting of the contract: boot default, unit, type, context
+SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)
+		   FROM pg_settings WHERE name = s.name),
+	s.expected, format('%s: default %s, unit "%s", %s, context %s', s.name,
+		coalesce(nullif(split_part(s.expected, '|', 1), ''), '(empty)'),
+		split_part(s.expected, '|', 2), split_part(s.expected, '|', 3),
+		split_part(s.expected, '|', 4)))
+FROM (VALUES
+	('grelout.database', 'postgres||string|postmaster'),
+	('grelout.role', '||string|postmaster'),
+	('grelout.workers', '1||integer|postmaster'),
+	('grelout.relay', 'on||bool|sighup'),
+	('grelout.poll_interval', '1500|ms|integer|sighup'),
+	('grelout.batch_size', '100||integer|sighup'),
+	('grelout.concurrency', '50||integer|sighup'),
+	('grelout.lease_duration', '30000|ms|integer|sighup'),
+	('grelout.request_timeout', '10000|ms|integer|sighup'),
+	('grelout.max_attempts', '10||integer|sighup'),
+	('grelout.retry_base', '1000|ms|integer|sighup'),
+	('grelout.retry_max', '300000|ms|integer|sighup'),
+	('grelout.retry_jitter', '1||real|sighup'),
+	('grelout.dead_letter', 'on||bool|sighup'),
+	('grelout.keep_delivered', 'off||string|sighup'),
+	('grelout.max_payload_size', '1048576|B|integer|superuser'),
+	('grelout.ca_file', '||string|sighup'),
+	('grelout.block_private_networks', 'off||bool|sighup'),
+	('grelout.allowed_networks', '||string|sighup')) AS s(name, expected);
+
+-- the running values of the settings this cluster does not configure are
+-- the defaults, shown in PostgreSQL's units
+SELECT is(current_setting(s.name), s.shown, format('%s is %s', s.name, s.shown))
+FROM (VALUES
+	('grelout.role', ''), ('grelout.workers', '1'), ('grelout.relay', 'on'),
+	('grelout.batch_size', '100'), ('grelout.concurrency', '50'),
+	('grelout.lease_duration', '30s'), ('grelout.request_timeout', '10s'),
+	('grelout.max_attempts', '10'), ('grelout.retry_base', '1s'),
+	('grelout.retry_max', '5min'), ('grelout.retry_jitter', '1'),
+	('grelout.dead_letter', 'on'), ('grelout.keep_delivered', 'off'),
+	('grelout.max_payload_size', '1MB'), ('grelout.ca_file', ''),
+	('grelout.block_private_networks', 'off'), ('grelout.allowed_networks', '')) AS s(name, shown);
+-- the two this cluster configures (test/regress.conf)
+SELECT is(current_setting('grelout.database'), 'grelout_regress', 'grelout.database comes from the configuration');
+SELECT is(current_setting('grelout.poll_interval'), '200ms', 'grelout.poll_interval comes from the configuration');
+
+-- only administrators can change any grelout setting
+SELECT is((SELECT count(*) FROM pg_settings WHERE name LIKE 'grelout.%'
+	AND context NOT IN ('postmaster', 'sighup', 'superuser')), 0::bigint,
+	'no grelout setting is user-settable');
+SELECT is((SELECT context FROM pg_settings WHERE name = 'grelout.' || s), 'postmaster',
+	format('grelout.%s needs a restart', s))
+FROM unnest(ARRAY['database', 'role', 'workers']) AS s;
+
+-- ranges
+SELECT is((SELECT format('%s..%s', min_val, max_val) FROM pg_settings WHERE name = 'grelout.retry_jitter'),
+	'0..1', 'grelout.retry_jitter ranges from 0 to 1');
+SELECT ok((SELECT min_val::numeric >= m AND max_val IS NOT NULL FROM pg_settings WHERE name = 'grelout.' || s),
+	format('grelout.%s has a lower bound of at least %s and an upper bound', s, m))
+FROM (VALUES ('workers', 0), ('poll_interval', 1), ('batch_size', 1), ('concurrency', 1),
+	('lease_duration', 1), ('request_timeout', 1), ('max_attempts', 1), ('retry_base', 1),
+	('retry_max', 1), ('max_payload_size', 1)) AS v(s, m);
+SELECT ok((SELECT min_val::numeric <= boot_val::numeric AND boot_val::numeric <= max_val::numeric
+		   FROM pg_settings WHERE name = s.name), s.name || ': the default is within the range')
+FROM pg_settings AS s WHERE s.name LIKE 'grelout.%' AND s.vartype IN ('integer', 'real');
+
+-- SET of a reload or restart setting fails, even for a superuser
+SELECT throws_ok(format('SET %s = %L', name, reset_val), '55P02', NULL,
+	format('SET %s is refused (%s)', name, context))
+FROM pg_settings WHERE name LIKE 'grelout.%' AND context IN ('sighup', 'postmaster') ORDER BY name;
+SELECT throws_ok($$SELECT set_config('grelout.batch_size', '5', false)$$, '55P02', NULL,
+	'set_config of a reload setting is refused');
+SELECT throws_ok($$ALTER ROLE CURRENT_USER SET grelout.poll_interval = '1s'$$, '55P02', NULL,
+	'ALTER ROLE SET of a reload setting is refused');
+SELECT throws_ok($$ALTER DATABASE grelout_regress SET grelout.database = 'x'$$, '55P02', NULL,
+	'ALTER DATABASE SET of a restart setting is refused');
+
+-- the superuser setting: a superuser may SET it, with units, and within range
+SELECT lives_ok($$SET grelout.max_payload_size = '2MB'$$, 'a superuser may SET grelout.max_payload_size');
+SELECT is((SELECT setting FROM pg_settings WHERE name = 'grelout.max_payload_size'), '2097152', '''2MB'' is 2097152 bytes');
+SELECT lives_ok($$SET grelout.max_payload_size = '512kB'$$, 'max_payload_size takes kB');
+SELECT is((SELECT setting FROM pg_settings WHERE name = 'grelout.max_payload_size'), '524288', '''512kB'' is 524288 bytes');
+SELECT throws_ok($$SET grelout.max_payload_size = 0$$, '22023', NULL, 'max_payload_size 0 is out of range');
+SELECT throws_ok($$SET grelout.max_payload_size = '1TB'$$, '22023', NULL, 'max_payload_size 1TB is out of range');
+SELECT throws_ok($$SET grelout.max_payload_size = 'lots'$$, '22023', NULL, 'max_payload_size needs a number');
+RESET grelout.max_payload_size;
+SELECT is(current_setting('grelout.max_payload_size'), '1MB', 'RESET restores 1MB');
+
+-- the prefix is reserved: an unknown grelout.* name is an error
+SELECT throws_ok($$SET grelout.foo = 1$$, '42602', NULL, 'SET grelout.foo is refused');
+SELECT throws_ok($$SET grelout.poll_intervall = '1s'$$, '42602', NULL, 'a misspelt setting is refused');
+SELECT throws_ok($$SELECT set_config('grelout.foo', '1', false)$$, '42602', NULL, 'set_config(grelout.foo) is refused');
+SELECT throws_ok($$ALTER ROLE CURRENT_USER SET grelout.foo = 1$$, '42602', NULL, 'ALTER ROLE SET grelout.foo is refused');
+SELECT is((SELECT count(*) FROM pg_settings WHERE name = 'grelout.foo'), 0::bigint, 'no placeholder grelout.foo was made');
+
+\set ON_ERROR_STOP 0
+\set VERBOSITY sqlstate
+
+-- keep_delivered: off, on (any boolean spelling) or a positive interval
+ALTER SYSTEM SET grelout.keep_delivered = 'garbage';
+SELECT is(:'SQLSTATE'::text, '22023', 'keep_delivered ''garbage'' is refused');
+ALTER SYSTEM SET grelout.keep_delivered = '7 dayz';
+SELECT is(:'SQLSTATE'::text, '22023', 'keep_delivered ''7 dayz'' is refused');
+ALTER SYSTEM SET grelout.keep_delivered = '-1 day';
+SELECT is(:'SQLSTATE'::text, '22023', 'keep_delivered ''-1 day'' is refused');
+ALTER SYSTEM SET grelout.keep_delivered = '0 seconds';
+SELECT is(:'SQLSTATE'::text, '22023', 'keep_delivered ''0 seconds'' is refused');
+ALTER SYSTEM SET grelout.keep_delivered = '7 days';
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_delivered ''7 days'' is accepted');
+SELECT is((SELECT format('%s|%s|%s', setting, applied, error) FROM pg_file_settings
+	WHERE name = 'grelout.keep_delivered'), '7 days|t|', 'the file holds ''7 days'', valid');
+ALTER SYSTEM SET grelout.keep_delivered = 'on';
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_delivered ''on'' is accepted');
+ALTER SYSTEM SET grelout.keep_delivered = 'off';
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_delivered ''off'' is accepted');
+ALTER SYSTEM SET grelout.keep_delivered = 'true';
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_delivered ''true'' is accepted');
+ALTER SYSTEM SET grelout.keep_delivered = '36 hours';
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_delivered ''36 hours'' is accepted');
+ALTER SYSTEM SET grelout.keep_delivered = 'P30D';
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_delivered ''P30D'' (ISO 8601) is accepted');
+ALTER SYSTEM RESET grelout.keep_delivered;
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_delivered reset');
+
+-- times take PostgreSQL's units
+ALTER SYSTEM SET grelout.poll_interval = '1.5s';
+SELECT is(:'SQLSTATE'::text, '00000', 'poll_interval ''1.5s'' is accepted');
+ALTER SYSTEM SET grelout.poll_interval = '1500ms';
+SELECT is(:'SQLSTATE'::text, '00000', 'poll_interval ''1500ms'' is accepted');
+ALTER SYSTEM SET grelout.retry_max = '10min';
+SELECT is(:'SQLSTATE'::text, '00000', 'retry_max ''10min'' is accepted');
+ALTER SYSTEM SET grelout.lease_duration = '1h';
+SELECT is(:'SQLSTATE'::text, '00000', 'lease_duration ''1h'' is accepted');
+SELECT is((SELECT count(*) FROM pg_file_settings WHERE name LIKE 'grelout.%'
+	AND sourcefile LIKE '%postgresql.auto.conf' AND (error IS NOT NULL OR NOT applied)),
+	0::bigint, 'every value written by ALTER SYSTEM is valid');
+ALTER SYSTEM RESET grelout.poll_interval;
+ALTER SYSTEM RESET grelout.retry_max;
+ALTER SYSTEM RESET grelout.lease_duration;
+SELECT is(:'SQLSTATE'::text, '00000', 'reset');
+
+-- range checks
+ALTER SYSTEM SET grelout.batch_size = 0;
+SELECT is(:'SQLSTATE'::text, '22023', 'batch_size 0 is out of range');
+ALTER SYSTEM SET grelout.concurrency = 0;
+SELECT is(:'SQLSTATE'::text, '22023', 'concurrency 0 is out of range');
+ALTER SYSTEM SET grelout.max_attempts = 0;
+SELECT is(:'SQLSTATE'::text, '22023', 'max_attempts 0 is out of range');
+ALTER SYSTEM SET grelout.retry_jitter = 1.5;
+SELECT is(:'SQLSTATE'::text, '22023', 'retry_jitter 1.5 is out of range');
+ALTER SYSTEM SET grelout.retry_jitter = -0.1;
+SELECT is(:'SQLSTATE'::text, '22023', 'retry_jitter -0.1 is out of range');
+ALTER SYSTEM SET grelout.poll_interval = 0;
+SELECT is(:'SQLSTATE'::text, '22023', 'poll_interval 0 is out of range');
+ALTER SYSTEM SET grelout.request_timeout = '-1s';
+SELECT is(:'SQLSTATE'::text, '22023', 'request_timeout -1s is out of range');
+ALTER SYSTEM SET grelout.workers = -1;
+SELECT is(:'SQLSTATE'::text, '22023', 'workers -1 is out of range');
+ALTER SYSTEM SET grelout.relay = 'maybe';
+SELECT is(:'SQLSTATE'::text, '22023', 'relay ''maybe'' is not a boolean');
+ALTER SYSTEM SET grelout.batch_size = 'ten';
+SELECT is(:'SQLSTATE'::text, '22023', 'batch_size ''ten'' is not a number');
+ALTER SYSTEM SET grelout.lease_duration = '30 parsecs';
+SELECT is(:'SQLSTATE'::text, '22023', 'lease_duration ''30 parsecs'' has no valid unit');
+-- an unknown name
+ALTER SYSTEM SET grelout.foo = 1;
+SELECT is(:'SQLSTATE'::text, '42704', 'ALTER SYSTEM SET grelout.foo is refused');
+
+\set VERBOSITY default
+\set ON_ERROR_STOP 1
+
+-- nothing was left in postgresql.auto.conf
+SELECT is((SELECT count(*) FROM pg_file_settings WHERE name LIKE 'grelout.%'
+	AND sourcefile LIKE '%postgresql.auto.conf'), 0::bigint, 'postgresql.auto.conf holds no grelout setting');
+
+SELECT * FROM finish();
