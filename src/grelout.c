@@ -11,6 +11,8 @@
 
 #include <limits.h>
 
+#include "edge.h"
+
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -131,6 +133,28 @@ assign_keep_delivered(const char *newval, void *extra)
 }
 
 /*
+ * check_allowed_networks: a list of CIDRs separated by commas or spaces.
+ */
+static bool
+check_allowed_networks(char **newval, void **extra, GucSource source)
+{
+	EdgeCidr	cidrs[64];
+	const char *bad;
+	size_t		badlen;
+
+	if (*newval == NULL)
+		return true;
+	if (edge_cidr_list_parse(*newval, cidrs, lengthof(cidrs), &bad, &badlen) < 0)
+	{
+		GUC_check_errmsg("invalid value for grelout.allowed_networks: \"%.*s\" is not a CIDR",
+						 (int) Min(badlen, 64), bad);
+		GUC_check_errhint("List up to 64 networks such as '10.0.0.0/8, fd00::/8'.");
+		return false;
+	}
+	return true;
+}
+
+/*
  * define_settings: create every grelout.* setting with its default, range
  * and context, then reserve the prefix so a misspelt name is an error.
  */
@@ -213,7 +237,7 @@ define_settings(void)
 	DefineCustomStringVariable("grelout.allowed_networks",
 							   "Comma-separated CIDRs let through when private networks are blocked.",
 							   NULL, &grelout_allowed_networks, "",
-							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+							   PGC_SIGHUP, 0, check_allowed_networks, NULL, NULL);
 
 	MarkGUCPrefixReserved("grelout");
 }

@@ -164,6 +164,45 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 }
 
 /*
+ * address_refused: under grelout.block_private_networks, is this address
+ * off limits?  When it is, req->refused says why.
+ */
+static bool
+address_refused(HttpRequest *req, const struct sockaddr *sa)
+{
+	HttpEngine *engine = req->engine;
+	EdgeAddrClass cls;
+
+	if (engine->block_private)
+	{
+		cls = edge_addr_class(sa);
+		if (cls != EDGE_ADDR_PUBLIC)
+		{
+			bool		allowed = false;
+
+			for (int i = 0; i < engine->nallowed && !allowed; i++)
+				allowed = edge_cidr_contains(&engine->allowed[i], sa);
+			if (!allowed)
+			{
+				char		host[INET6_ADDRSTRLEN] = "?";
+
+				if (sa->sa_family == AF_INET)
+					inet_ntop(AF_INET, &((const struct sockaddr_in *) sa)->sin_addr,
+							  host, sizeof(host));
+				else if (sa->sa_family == AF_INET6)
+					inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) sa)->sin6_addr,
+							  host, sizeof(host));
+				snprintf(req->refused, sizeof(req->refused),
+						 "refused to connect to %s address %s (grelout.block_private_networks is on)",
+						 edge_addr_class_name(cls), host);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/*
  * opensocket_cb: called with each address the host resolved to, just
  * before connecting.  Refusing here, after resolution, is what makes the
  * private-network block immune to DNS rebinding.
@@ -172,36 +211,39 @@ static curl_socket_t
 opensocket_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *address)
 {
 	HttpRequest *req = (HttpRequest *) clientp;
-	HttpEngine *engine = req->engine;
-	EdgeAddrClass cls;
 
-	if (engine->block_private)
-	{
-		cls = edge_addr_class(&address->addr);
-		if (cls != EDGE_ADDR_PUBLIC)
-		{
-			bool		allowed = false;
-
-			for (int i = 0; i < engine->nallowed && !allowed; i++)
-				allowed = edge_cidr_contains(&engine->allowed[i], &address->addr);
-			if (!allowed)
-			{
-				char		host[INET6_ADDRSTRLEN] = "?";
-
-				if (address->family == AF_INET)
-					inet_ntop(AF_INET, &((struct sockaddr_in *) &address->addr)->sin_addr,
-							  host, sizeof(host));
-				else if (address->family == AF_INET6)
-					inet_ntop(AF_INET6, &((struct sockaddr_in6 *) &address->addr)->sin6_addr,
-							  host, sizeof(host));
-				snprintf(req->refused, sizeof(req->refused),
-						 "refused to connect to %s address %s (grelout.block_private_networks is on)",
-						 edge_addr_class_name(cls), host);
-				return CURL_SOCKET_BAD;
-			}
-		}
-	}
+	if (address_refused(req, &address->addr))
+		return CURL_SOCKET_BAD;
 	return socket(address->family, address->socktype, address->protocol);
+}
+
+/*
+ * prereq_cb: called once the request has a connection, new or reused,
+ * just before it is sent.  A connection kept alive from before
+ * grelout.block_private_networks was turned on (or allowed_networks
+ * narrowed) never went through opensocket_cb under the new policy, so the
+ * peer address is checked again here.
+ */
+static int
+prereq_cb(void *clientp, char *conn_primary_ip, char *conn_local_ip,
+		  int conn_primary_port, int conn_local_port)
+{
+	HttpRequest *req = (HttpRequest *) clientp;
+	struct sockaddr_storage ss;
+
+	if (!req->engine->block_private)
+		return CURL_PREREQFUNC_OK;
+	memset(&ss, 0, sizeof(ss));
+	if (conn_primary_ip &&
+		inet_pton(AF_INET, conn_primary_ip, &((struct sockaddr_in *) &ss)->sin_addr) == 1)
+		ss.ss_family = AF_INET;
+	else if (conn_primary_ip &&
+			 inet_pton(AF_INET6, conn_primary_ip, &((struct sockaddr_in6 *) &ss)->sin6_addr) == 1)
+		ss.ss_family = AF_INET6;
+	else
+		ss.ss_family = AF_UNSPEC;	/* unknown: never public */
+	return address_refused(req, (struct sockaddr *) &ss) ?
+		CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
 }
 
 /* http_engine_create: a multi handle and its epoll set; NULL on failure. */
@@ -233,8 +275,8 @@ http_engine_create(void)
 
 /*
  * http_engine_configure: the settings that apply to requests started from
- * now on.  Entries of allowed_networks that do not parse are skipped (the
- * relay checks the setting and reports them).
+ * now on.  An allowed_networks list that does not parse lets nothing
+ * through (the setting's check hook refuses such a value anyway).
  */
 void
 http_engine_configure(HttpEngine *engine, const char *ca_file,
@@ -320,6 +362,8 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 	curl_easy_setopt(easy, CURLOPT_HEADERDATA, req);
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, req);
+	curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, prereq_cb);
+	curl_easy_setopt(easy, CURLOPT_PREREQDATA, req);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->errbuf);
 	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
 

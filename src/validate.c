@@ -193,6 +193,15 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("handler topic must be 1 to 255 bytes")));
+		for (int i = 0; i < VARSIZE_ANY_EXHDR(topic); i++)
+		{
+			unsigned char c = (unsigned char) VARDATA_ANY(topic)[i];
+
+			if (c < 0x20 || c == 0x7F)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("handler topic must not contain control characters")));
+		}
 	}
 
 	d = heap_getattr(tuple, column(desc, "url"), desc, &isnull);
