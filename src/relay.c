@@ -685,13 +685,15 @@ db_cycle(RelayState *st, bool claim)
 		grelout_slot_count(st->slot, st->count_delivered, st->count_retried,
 						   st->count_dead, http_engine_running(st->engine));
 		st->count_delivered = st->count_retried = st->count_dead = 0;
+
+		/*
+		 * Free the queue with the error strings it holds: keeping the array
+		 * but not the strings leaked one string per failed attempt.
+		 */
 		st->nsettles = 0;
-		if (st->settles_cap > 4096)
-		{
-			MemoryContextReset(st->settle_cxt);
-			st->settles = NULL;
-			st->settles_cap = 0;
-		}
+		MemoryContextReset(st->settle_cxt);
+		st->settles = NULL;
+		st->settles_cap = 0;
 	}
 	PG_CATCH();
 	{

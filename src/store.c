@@ -55,7 +55,7 @@ static const char *claim_sql =
 "    ' ended without an outcome (relay stopped or lease expired)'"
 "   ELSE coalesce(o.last_error, 'no attempts left') END,"
 "  lease = CASE WHEN c.exhausted THEN NULL ELSE $5 END"
-" FROM c WHERE o.id = c.id"
+" FROM c WHERE o.id = c.id AND o.id = ANY (ARRAY(SELECT id FROM c))"
 " RETURNING o.id, o.topic, o.key, o.payload::text, o.headers, o.attempts,"
 "  c.exhausted, c.max_attempts, c.url, c.handler_headers, c.secret,"
 "  c.previous_secret, c.timeout_ms, o.last_error";
@@ -105,7 +105,16 @@ prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 {
 	if (*plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+		/*
+		 * The claim runs on every cycle with a LIMIT that changes each time,
+		 * so the plan cache would re-plan it at every call (its custom plans
+		 * always look cheaper than a generic plan costed for an unknown
+		 * LIMIT).  Planned once instead: the redundant "o.id = ANY (ARRAY(
+		 * SELECT id FROM c))" gives the generic plan a primary-key lookup of
+		 * the claimed rows whatever row count it assumes for the LIMIT.
+		 */
+		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, types,
+										   plan == &claim_plan ? CURSOR_OPT_GENERIC_PLAN : 0);
 
 		if (p == NULL)
 			elog(ERROR, "could not prepare relay statement: %s",

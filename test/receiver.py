@@ -10,6 +10,13 @@ scripted (204 by default).  Standard library only; run with Debian's
 Control endpoints (all under /_control/):
     GET  /_control/requests[?path=/x]   recorded requests, oldest first, as JSON
     GET  /_control/count[?path=/x]      number of recorded requests
+    GET  /_control/summary[?path=/x]    compact records, oldest first: a list
+                                        of {id, attempt, path, received_at,
+                                        peer_port, body} (id = webhook-id,
+                                        attempt = grelout-attempt), for
+                                        big bursts
+    GET  /_control/stats[?path=/x]      {"count", "distinct_ids",
+                                        "duplicated_ids", "max_in_flight"}
     POST /_control/script               {"path": "/x", "responses": [R, ...],
                                          "default": R}
     POST /_control/reset                forget requests and scripts
@@ -21,6 +28,12 @@ A response R is an object with optional keys:
     delay    (seconds to wait before answering)
     size     (send a body of this many bytes)
     endless  (true: stream a body forever, until the client hangs up)
+    retry_after_date  (seconds: send "Retry-After" as an HTTP date that
+             many seconds after the moment the response is sent)
+Each recorded request also has "header_list" (the [name, value] pairs in
+the order they came, names lower-cased) and, once answered, "done_at".
+A request counts as in flight (stats' max_in_flight) from its arrival until
+its answer starts.
 Scripted responses for a path are used in order; once they run out, the
 path's "default" (or 204) answers.
 """
@@ -31,6 +44,7 @@ import os
 import sys
 import threading
 import time
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -38,6 +52,8 @@ LOCK = threading.Lock()
 REQUESTS = []
 SCRIPTS = {}
 LOG = None
+IN_FLIGHT = {}      # path -> requests being answered now
+MAX_IN_FLIGHT = {}  # path -> most requests answered at once
 
 
 def next_response(path):
@@ -73,12 +89,43 @@ class Handler(BaseHTTPRequestHandler):
         path = query.get("path", [None])[0]
         if url.path == "/_control/requests" and method == "GET":
             with LOCK:
-                items = [r for r in REQUESTS if path is None or r["path"] == path]
+                # copies: "done_at" is added to a record when it is answered
+                items = [dict(r) for r in REQUESTS
+                         if path is None or r["path"] == path]
             return self._send_json(items)
         if url.path == "/_control/count" and method == "GET":
             with LOCK:
                 n = sum(1 for r in REQUESTS if path is None or r["path"] == path)
             return self._send_json({"count": n})
+        if url.path == "/_control/summary" and method == "GET":
+            with LOCK:
+                items = [{"id": r["headers"].get("webhook-id"),
+                          "attempt": r["headers"].get("grelout-attempt"),
+                          "path": r["path"],
+                          "received_at": r["received_at"],
+                          "peer_port": r["peer_port"],
+                          "body": r["body"]}
+                         for r in REQUESTS if path is None or r["path"] == path]
+            return self._send_json(items)
+        if url.path == "/_control/stats" and method == "GET":
+            with LOCK:
+                ids = {}
+                n = 0
+                for r in REQUESTS:
+                    if path is None or r["path"] == path:
+                        n += 1
+                        i = r["headers"].get("webhook-id")
+                        ids[i] = ids.get(i, 0) + 1
+                if path is None:
+                    most = max(MAX_IN_FLIGHT.values(), default=0)
+                else:
+                    most = MAX_IN_FLIGHT.get(path, 0)
+            return self._send_json({
+                "count": n,
+                "distinct_ids": len(ids),
+                "duplicated_ids": sum(1 for c in ids.values() if c > 1),
+                "max_in_flight": most,
+            })
         if url.path == "/_control/script" and method == "POST":
             spec = json.loads(body or b"{}")
             with LOCK:
@@ -91,6 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 REQUESTS.clear()
                 SCRIPTS.clear()
+                MAX_IN_FLIGHT.clear()
             return self._send_json({"ok": True})
         return self._send_json({"error": "unknown control endpoint"}, 404)
 
@@ -104,6 +152,7 @@ class Handler(BaseHTTPRequestHandler):
             "method": method,
             "path": url.path,
             "headers": {k.lower(): v for k, v in self.headers.items()},
+            "header_list": [[k.lower(), v] for k, v in self.headers.items()],
             "body": body.decode("utf-8", "replace"),
             "received_at": time.time(),
             "peer_port": self.client_address[1],
@@ -113,12 +162,33 @@ class Handler(BaseHTTPRequestHandler):
             if LOG is not None:
                 LOG.write(json.dumps(record) + "\n")
                 LOG.flush()
+            IN_FLIGHT[url.path] = IN_FLIGHT.get(url.path, 0) + 1
+            MAX_IN_FLIGHT[url.path] = max(MAX_IN_FLIGHT.get(url.path, 0),
+                                          IN_FLIGHT[url.path])
+        try:
+            self._answer(url, record)
+        finally:
+            self._done(url, record)
 
+    def _done(self, url, record):
+        """The request stops counting as in flight (once)."""
+        with LOCK:
+            if "done_at" not in record:
+                IN_FLIGHT[url.path] -= 1
+                record["done_at"] = time.time()
+
+    def _answer(self, url, record):
         resp = next_response(url.path)
         if resp.get("delay"):
             time.sleep(float(resp["delay"]))
+        # done before the first byte of the answer: the client cannot
+        # send its next request while this one still counts
+        self._done(url, record)
         status = int(resp.get("status", 204))
-        headers = resp.get("headers") or {}
+        headers = dict(resp.get("headers") or {})
+        if resp.get("retry_after_date") is not None:
+            headers["Retry-After"] = formatdate(
+                time.time() + float(resp["retry_after_date"]), usegmt=True)
         try:
             self.send_response(status)
             for k, v in headers.items():

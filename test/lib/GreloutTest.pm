@@ -19,6 +19,8 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(grelout_node start_receiver wait_until psql_ok);
+# Imported on request only, so that they clash with nothing in other tests.
+our @EXPORT_OK = qw(relay_pids set_conf log_offset log_since);
 
 my $src = $ENV{GRELOUT_SRC} // dirname(__FILE__) . '/../..';
 
@@ -54,6 +56,54 @@ sub wait_until
 		return 0 if time() > $deadline;
 		usleep(50_000);
 	}
+}
+
+# relay_pids(NODE): the pids of the running relays (backend_type
+# "grelout relay" in pg_stat_activity), sorted.
+sub relay_pids
+{
+	my ($node) = @_;
+	my $out = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'grelout relay' ORDER BY pid");
+	return grep { $_ ne '' } split /\n/, $out;
+}
+
+# set_conf(NODE, NAME => VALUE, ...): ALTER SYSTEM SET each setting, then
+# reload and wait until a new session sees every changed value (a setting
+# set to the value it already had is waited for at most 3 s).
+sub set_conf
+{
+	my ($node, %set) = @_;
+	my %before;
+	for my $name (sort keys %set)
+	{
+		$before{$name} = $node->safe_psql('postgres', "SELECT current_setting('$name')");
+		$node->safe_psql('postgres', "ALTER SYSTEM SET $name = '$set{$name}'");
+	}
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	for my $name (sort keys %set)
+	{
+		wait_until(sub {
+			$node->safe_psql('postgres', "SELECT current_setting('$name')") ne $before{$name}
+		}, 3);
+	}
+	# the relays take the SIGHUP on their next turn; give them a moment
+	usleep(300_000);
+	return;
+}
+
+# log_offset(NODE): the current size of the server log, for log_since.
+sub log_offset
+{
+	my ($node) = @_;
+	return -s $node->logfile // 0;
+}
+
+# log_since(NODE, OFFSET): the server log from OFFSET on.
+sub log_since
+{
+	my ($node, $offset) = @_;
+	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
 }
 
 # start_receiver(): a receiver object; see GreloutTest::Receiver below.
@@ -141,6 +191,22 @@ sub count
 {
 	my ($self, $path) = @_;
 	return $self->_get(defined $path ? "count?path=$path" : 'count')->{count};
+}
+
+# summary([PATH]): compact records (id, attempt, path, received_at,
+# peer_port, body), oldest first: cheaper than requests() for thousands of
+# messages.
+sub summary
+{
+	my ($self, $path) = @_;
+	return $self->_get(defined $path ? "summary?path=$path" : 'summary');
+}
+
+# stats([PATH]): {count, distinct_ids, duplicated_ids, max_in_flight}.
+sub stats
+{
+	my ($self, $path) = @_;
+	return $self->_get(defined $path ? "stats?path=$path" : 'stats');
 }
 
 # script(PATH, [RESPONSES], DEFAULT): answer PATH with these responses in
