@@ -334,6 +334,28 @@ grelout_publish(PG_FUNCTION_ARGS)
 }
 
 /*
+ * run_counted: run one statement with one (possibly null) argument and
+ * return how many rows it changed.
+ */
+static uint64
+run_counted(const char *sql, Oid argtype, Datum arg, bool argnull,
+			int expected, const char *what)
+{
+	char		nulls[1] = {argnull ? 'n' : ' '};
+	int			ret;
+	uint64		n;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute_with_args(sql, 1, &argtype, &arg, nulls, false, 0);
+	if (ret != expected)
+		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(ret));
+	n = SPI_processed;
+	SPI_finish();
+	return n;
+}
+
+/*
  * grelout_redrive: outbox_redrive(topic) RETURNS bigint.  Dead messages go
  * back to pending, due now, with attempts reset and no lease, so no late
  * settle of an earlier claim can touch them.
@@ -341,30 +363,14 @@ grelout_publish(PG_FUNCTION_ARGS)
 Datum
 grelout_redrive(PG_FUNCTION_ARGS)
 {
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-	char		nulls[1] = {' '};
-	int			ret;
 	uint64		n;
 
-	if (PG_ARGISNULL(0))
-		nulls[0] = 'n';
-	else
-		values[0] = PG_GETARG_DATUM(0);
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	ret = SPI_execute_with_args(
-								"UPDATE grelout.outbox"
-								" SET state = 'pending', attempts = 0, available_at = now(),"
-								" dead_at = NULL, lease = NULL"
-								" WHERE state = 'dead' AND ($1::text IS NULL OR topic = $1)",
-								1, types, values, nulls, false, 0);
-	if (ret != SPI_OK_UPDATE)
-		elog(ERROR, "could not redrive: %s", SPI_result_code_string(ret));
-	n = SPI_processed;
-	SPI_finish();
-
+	n = run_counted("UPDATE grelout.outbox"
+					" SET state = 'pending', attempts = 0, available_at = now(),"
+					" dead_at = NULL, lease = NULL"
+					" WHERE state = 'dead' AND ($1::text IS NULL OR topic = $1)",
+					TEXTOID, PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0),
+					PG_ARGISNULL(0), SPI_OK_UPDATE, "redrive");
 	if (n > 0)
 		wake_at_commit = true;
 	PG_RETURN_INT64((int64) n);
@@ -378,38 +384,19 @@ grelout_redrive(PG_FUNCTION_ARGS)
 Datum
 grelout_purge(PG_FUNCTION_ARGS)
 {
-	Oid			types[1] = {INTERVALOID};
-	Datum		values[1];
-	char		nulls[1] = {' '};
-	int			ret;
 	uint64		n;
 
-	if (PG_ARGISNULL(0))
-		nulls[0] = 'n';
-	else
-	{
-		Interval   *iv = PG_GETARG_INTERVAL_P(0);
+	if (!PG_ARGISNULL(0) && interval_usecs(PG_GETARG_INTERVAL_P(0)) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("older_than must not be negative")));
 
-		if (interval_usecs(iv) < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("older_than must not be negative")));
-		values[0] = IntervalPGetDatum(iv);
-	}
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	ret = SPI_execute_with_args(
-								"DELETE FROM grelout.outbox"
-								" WHERE state IN ('delivered', 'dead')"
-								" AND ($1::interval IS NULL OR"
-								" coalesce(CASE state WHEN 'delivered' THEN delivered_at"
-								" ELSE dead_at END, created_at) < now() - $1)",
-								1, types, values, nulls, false, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "could not purge: %s", SPI_result_code_string(ret));
-	n = SPI_processed;
-	SPI_finish();
-
+	n = run_counted("DELETE FROM grelout.outbox"
+					" WHERE state IN ('delivered', 'dead')"
+					" AND ($1::interval IS NULL OR"
+					" coalesce(CASE state WHEN 'delivered' THEN delivered_at"
+					" ELSE dead_at END, created_at) < now() - $1)",
+					INTERVALOID, PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0),
+					PG_ARGISNULL(0), SPI_OK_DELETE, "purge");
 	PG_RETURN_INT64((int64) n);
 }

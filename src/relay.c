@@ -211,6 +211,9 @@ sanitize(const char *src, size_t len, size_t max)
 
 		out[i] = (c >= 0x20 && c < 0x7F) ? (char) c : (c == '\n' || c == '\r' || c == '\t') ? ' ' : '?';
 	}
+	/* a body's final line break is no part of the message */
+	while (n > 0 && out[n - 1] == ' ')
+		n--;
 	out[n] = '\0';
 	return out;
 }
@@ -815,6 +818,14 @@ grelout_relay_main(Datum arg)
 	 * publishers' commits stay as durable as they configure them.
 	 */
 	SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * Every relay statement has an index made for it, and the claim's plan
+	 * is kept (store.c): planned while the outbox looked empty (just
+	 * truncated or vacuumed), it would otherwise be a sequential scan and a
+	 * sort that stays in use, growing with the table, until the next ANALYZE.
+	 */
+	SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("application_name", "grelout relay", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("grelout relay");
