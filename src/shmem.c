@@ -84,11 +84,14 @@ grelout_shmem_install_hooks(void)
 /*
  * grelout_wake_relays: set the latch of every running relay.  Called after a
  * commit that published or redrove, so a sleeping relay claims at once.
+ * Not while grelout.relay is off: the relays are paused and would only wake
+ * to go back to sleep, a signal and a context switch for every commit; they
+ * claim at once when a reload turns them back on.
  */
 void
 grelout_wake_relays(void)
 {
-	if (grelout_shared == NULL)
+	if (grelout_shared == NULL || !grelout_relay_enabled)
 		return;
 
 	for (int i = 0; i < grelout_shared->nslots; i++)

@@ -1,0 +1,1125 @@
+#!/usr/bin/python3
+"""bench/bench.py: the figures of grelout's benchmark (issue 5).
+
+Started by bench/run as the postgres OS user, once the cluster and nginx are
+up; not meant to be run by hand.  Measures, against that cluster and nginx:
+
+  1. publish overhead (pgbench: INSERT + outbox_publish vs INSERT + plain
+     INSERT into a copy of grelout.outbox vs INSERT + graphile_worker.add_job)
+  2. delivery throughput of a backlog (grelout default and tuned, graphile-worker,
+     and wrk as the HTTP ceiling)
+  3. sustained rate (pgbench -R publishers while the relays deliver)
+  4. commit-to-arrival latency at 50 msgs/s (timestamped by a receiver)
+  5. throughput with 1M dead and 1M delayed rows in the table
+  6. the relays' resident memory after 100k and 1M deliveries
+
+and writes WORK/results.md.  Exits non-zero only when the benchmark breaks.
+
+Also the latency receiver, run as its own process:
+  bench.py receiver PORT_FILE LOG_FILE
+"""
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import psycopg2
+
+# One message body, about 200 bytes of JSON text once stored as jsonb.
+PAYLOAD_FMT = ('{{"event":"order.created","order_id":{n},"customer_id":{c},'
+               '"amount":"129.90","currency":"EUR","items":[{{"sku":"SKU-10293","qty":2}},'
+               '{{"sku":"SKU-55120","qty":1}}],"note":"' + 'x' * 4 + '"}}')
+
+
+def payload_sql(n_expr, c_expr):
+    """The payload as a jsonb SQL expression built from two integer SQL expressions."""
+    head, rest = PAYLOAD_FMT.split('{n}')
+    mid, tail = rest.split('{c}')
+    unq = lambda s: s.replace('{{', '{').replace('}}', '}').replace("'", "''")
+    return ("('%s' || (%s) || '%s' || (%s) || '%s')::jsonb"
+            % (unq(head), n_expr, unq(mid), c_expr, unq(tail)))
+
+
+class Broken(Exception):
+    """The benchmark itself cannot go on (not a matter of speed)."""
+
+
+def log(msg):
+    print('[bench %s] %s' % (time.strftime('%H:%M:%S'), msg), flush=True)
+
+
+def stats(values):
+    """median, min, max of a list of numbers."""
+    return statistics.median(values), min(values), max(values)
+
+
+def percentile(sorted_vals, p):
+    """nearest-rank percentile of a sorted list."""
+    if not sorted_vals:
+        return float('nan')
+    k = max(0, min(len(sorted_vals) - 1, int(-(-p * len(sorted_vals) // 100)) - 1))
+    return sorted_vals[k]
+
+
+# ---------------------------------------------------------------------------
+# sizes
+# ---------------------------------------------------------------------------
+FULL = dict(
+    runs=3,
+    publish_runs=5,
+    publish_seconds=8,
+    backlog=100_000,
+    graphile_backlog=15_000,
+    wrk_seconds=5,
+    latency_seconds=10,
+    latency_rate=50,
+    scale_rows=1_000_000,
+    mem_first=100_000,
+    mem_second=1_000_000,
+    probe_seconds=8,
+    confirm_seconds=60,
+    budget_seconds=13 * 60 + 30,
+    ladder=(0.15, 0.3, 0.45, 0.6, 0.8),
+)
+QUICK = dict(
+    runs=1,
+    publish_runs=1,
+    publish_seconds=2,
+    backlog=2_000,
+    graphile_backlog=500,
+    wrk_seconds=2,
+    latency_seconds=3,
+    latency_rate=50,
+    scale_rows=10_000,
+    mem_first=2_000,
+    mem_second=10_000,
+    probe_seconds=3,
+    confirm_seconds=5,
+    budget_seconds=120,
+    ladder=(0.2, 0.4),
+)
+
+# Tuned relay settings (documented in results.md and the README).
+TUNED = {
+    'grelout.workers': '2',
+    'grelout.concurrency': '100',
+    'grelout.batch_size': '200',
+}
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.work = args.work
+        self.quick = args.mode == 'quick'
+        self.sz = dict(QUICK if self.quick else FULL)
+        # for working on the harness: BENCH_SIZES / BENCH_TUNED (JSON) override
+        self.sz.update(json.loads(os.environ.get('BENCH_SIZES') or '{}'))
+        TUNED.update(json.loads(os.environ.get('BENCH_TUNED') or '{}'))
+        self.nginx_url = 'http://127.0.0.1:%d' % args.nginx_port
+        self.env = dict(os.environ, PGHOST=self.work, PGPORT=str(args.pgport),
+                        PGDATABASE='bench', PGUSER='postgres')
+        self.conn = None
+        self.children = []
+        self.res = {'figures': {}, 'load': [], 'notes': []}
+        self.t_start = time.time()
+        self.workers = 1
+
+    # -- plumbing ----------------------------------------------------------
+    def connect(self):
+        c = psycopg2.connect(host=self.work, port=self.a.pgport, dbname='bench',
+                             user='postgres')
+        c.autocommit = True
+        return c
+
+    def q(self, sql, args=None):
+        """run one statement on the control connection; rows or None."""
+        for attempt in range(3):
+            try:
+                if self.conn is None or self.conn.closed:
+                    self.conn = self.connect()
+                with self.conn.cursor() as cur:
+                    cur.execute(sql, args)
+                    return cur.fetchall() if cur.description else None
+            except psycopg2.OperationalError:
+                # the server restarted under us (restart_pg): reconnect once
+                self.conn = None
+                if attempt == 2:
+                    raise
+                time.sleep(1)
+
+    def q1(self, sql, args=None):
+        return self.q(sql, args)[0][0]
+
+    def set_conf(self, **gucs):
+        """ALTER SYSTEM SET each setting, then reload."""
+        for k, v in gucs.items():
+            self.q('ALTER SYSTEM SET %s = %%s' % k.replace('__', '.'), (str(v),))
+        self.q('SELECT pg_reload_conf()')
+
+    def load_note(self, label):
+        with open('/proc/loadavg') as f:
+            la = f.read().split()[:3]
+        self.res['load'].append((label, ' '.join(la)))
+
+    def spawn(self, argv, **kw):
+        p = subprocess.Popen(argv, env=kw.pop('env', self.env), **kw)
+        self.children.append(p)
+        return p
+
+    def stop_child(self, p, sig=signal.SIGTERM, timeout=20):
+        if p.poll() is None:
+            p.send_signal(sig)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in self.children:
+            self.children.remove(p)
+
+    def stop_all(self):
+        for p in list(self.children):
+            self.stop_child(p, timeout=5)
+
+    def elapsed(self):
+        return time.time() - self.t_start
+
+    # -- relays ------------------------------------------------------------
+    def relays(self):
+        return self.q("SELECT relay, pid, activity, in_flight, delivered, retried,"
+                      " dead_lettered FROM grelout.relays WHERE pid IS NOT NULL"
+                      " ORDER BY relay")
+
+    def delivered(self):
+        return self.q1('SELECT coalesce(sum(delivered), 0)::bigint FROM grelout.relays')
+
+    def wait_relays(self, n, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.q1("SELECT count(*) FROM pg_stat_activity"
+                       " WHERE backend_type = 'grelout relay'") == n and \
+                    len(self.relays()) == n:
+                return
+            time.sleep(0.2)
+        raise Broken('expected %d relays, got %s' % (n, self.relays()))
+
+    def pause(self):
+        """grelout.relay = off, and wait until every relay says so."""
+        self.set_conf(grelout__relay='off')
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            rows = self.relays()
+            if rows and all(r[2].startswith('paused') and r[3] == 0 for r in rows):
+                return
+            time.sleep(0.05)
+        raise Broken('relays did not pause: %s' % (self.relays(),))
+
+    def restart_pg(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        subprocess.run([os.path.join(self.a.pgbin, 'pg_ctl'), '-D', self.a.pgdata,
+                        '-m', 'fast', '-w', '-t', '60', 'restart', '-l',
+                        os.path.join(self.work, 'postgres.log')],
+                       check=True, stdout=subprocess.DEVNULL, env=self.env)
+
+    def nginx_requests(self):
+        with urllib.request.urlopen(self.nginx_url + '/nginx_status', timeout=5) as r:
+            text = r.read().decode()
+        return int(text.splitlines()[2].split()[2])
+
+    def rss(self):
+        """VmRSS, RssAnon, RssShmem (kB) of each relay: {pid: {...}}."""
+        out = {}
+        for (pid,) in self.q("SELECT pid FROM pg_stat_activity"
+                             " WHERE backend_type = 'grelout relay' ORDER BY pid"):
+            d = {}
+            with open('/proc/%d/status' % pid) as f:
+                for line in f:
+                    k, _, v = line.partition(':')
+                    if k in ('VmRSS', 'RssAnon', 'RssFile', 'RssShmem', 'VmHWM'):
+                        d[k] = int(v.split()[0])
+            out[pid] = d
+        return out
+
+    # -- setup ---------------------------------------------------------------
+    def setup(self):
+        self.q('CREATE EXTENSION grelout')
+        self.q('CREATE TABLE bench_orders (id bigserial PRIMARY KEY,'
+               ' customer_id int NOT NULL, amount numeric(12,2) NOT NULL,'
+               ' status text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())')
+        self.q('CREATE TABLE bench_plain_outbox (LIKE grelout.outbox INCLUDING ALL)')
+        self.q("INSERT INTO grelout.handlers (topic, url) VALUES ('bench', %s)",
+               (self.nginx_url + '/hook',))
+        self.payload_len = self.res['payload_len'] = self.q1('SELECT length(%s::text)' % payload_sql('12345678', '48213'))
+        log('payload: %d bytes of JSON text' % self.payload_len)
+        self.node_env = dict(self.env, TARGET_URL=self.nginx_url + '/graphile',
+                             CONCURRENCY='50')
+        self.node(['migrate'])
+        self.wait_relays(1)
+
+    def node(self, argv, capture=False, env=None):
+        r = subprocess.run(['node', os.path.join(self.work, 'bench/graphile/worker.mjs')] + argv,
+                           env=env or self.node_env, check=False,
+                           stdout=subprocess.PIPE if capture else None)
+        if r.returncode != 0:
+            raise Broken('graphile-worker %s failed (exit %d)' % (argv, r.returncode))
+        return r.stdout.decode() if capture else None
+
+    def reset_tables(self):
+        """empty every table the figures write (relays must be paused)."""
+        self.q('TRUNCATE bench_orders, bench_plain_outbox, grelout.outbox,'
+               ' graphile_worker._private_jobs, graphile_worker._private_job_queues'
+               ' RESTART IDENTITY')
+        self.q('VACUUM ANALYZE bench_orders, bench_plain_outbox, grelout.outbox')
+        self.q('CHECKPOINT')
+
+    # -- figure 1 ------------------------------------------------------------
+    def pgbench(self, script_text, name, seconds, clients=4, rate=None):
+        path = os.path.join(self.work, name + '.pgbench')
+        with open(path, 'w') as f:
+            f.write(script_text)
+        argv = ['pgbench', '-n', '-M', 'prepared', '-c', str(clients), '-j',
+                str(min(2, clients)), '-T', str(seconds), '-f', path]
+        if rate is not None:
+            argv += ['-R', '%.1f' % rate]
+        return argv
+
+    @staticmethod
+    def parse_pgbench(out):
+        m = re.search(r'tps = ([0-9.]+) \(without initial connection time\)', out)
+        n = re.search(r'number of transactions actually processed: (\d+)', out)
+        if not m or not n:
+            raise Broken('could not read pgbench output:\n' + out)
+        return float(m.group(1)), int(n.group(1))
+
+    def run_pgbench(self, argv):
+        r = subprocess.run(argv, env=self.env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        out = r.stdout.decode()
+        if r.returncode != 0:
+            raise Broken('pgbench failed:\n' + out)
+        return self.parse_pgbench(out)
+
+    def fig1(self):
+        log('figure 1: publish overhead (pgbench, 4 clients, %d s a run)'
+            % self.sz['publish_seconds'])
+        self.load_note('fig 1 start')
+        self.pause()
+        payload = payload_sql(':n', ':c')
+        biz = ("\\set n random(1, 100000000)\n\\set c random(1, 100000)\n"
+               "BEGIN;\nINSERT INTO bench_orders (customer_id, amount, status)"
+               " VALUES (:c, 129.90, 'created');\n")
+        # a time-ordered uuid for the plain table too, as UUIDv7 is for grelout
+        plain_id = ("(lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::int8), 16, '0')"
+                    " || substr(md5(random()::text), 1, 16))::uuid")
+        variants = {
+            'plain': biz + ("INSERT INTO bench_plain_outbox (id, topic, key, payload, headers,"
+                            " available_at) VALUES (%s, 'orders', NULL, %s, '{}', now());\n"
+                            % (plain_id, payload)) + 'COMMIT;\n',
+            'grelout': biz + "SELECT outbox_publish('orders', %s);\n" % payload + 'COMMIT;\n',
+            'graphile': biz + "SELECT graphile_worker.add_job('post', (%s)::json);\n" % payload
+            + 'COMMIT;\n',
+        }
+        tps = {k: [] for k in variants}
+        names = list(variants)
+        for run in range(self.sz['publish_runs']):
+            # each round in a rotated order, so that no variant always goes first
+            for name in names[run % 3:] + names[:run % 3]:
+                script = variants[name]
+                self.reset_tables()
+                t, n = self.run_pgbench(self.pgbench(script, 'fig1_' + name,
+                                                     self.sz['publish_seconds']))
+                rows = {'plain': 'SELECT count(*) FROM bench_plain_outbox',
+                        'grelout': 'SELECT count(*) FROM grelout.outbox',
+                        'graphile': 'SELECT count(*) FROM graphile_worker.jobs'}[name]
+                stored = self.q1(rows)
+                if stored != n:
+                    raise Broken('figure 1 %s: %d transactions but %d rows' % (name, n, stored))
+                tps[name].append(t)
+                log('  run %d %-8s %8.0f tps' % (run + 1, name, t))
+        self.reset_tables()
+        self.res['figures']['1'] = {
+            'tps': tps,
+            'ratio_grelout': [g / p for g, p in zip(tps['grelout'], tps['plain'])],
+            'ratio_graphile': [g / p for g, p in zip(tps['graphile'], tps['plain'])],
+            'scripts': variants,
+        }
+        self.load_note('fig 1 end')
+
+    # -- figure 2 ------------------------------------------------------------
+    def publish_backlog(self, n, topic='bench', chunk=100_000):
+        """n messages through outbox_publish, chunk a transaction."""
+        done = 0
+        while done < n:
+            k = min(chunk, n - done)
+            self.q("SELECT count(outbox_publish(%%s, %s)) FROM generate_series(%d, %d) g"
+                   % (payload_sql('g', 'mod(g, 100000)'), done + 1, done + k), (topic,))
+            done += k
+
+    def drain(self, n, label):
+        """publish n messages with the relays paused, then time their delivery."""
+        self.pause()
+        self.q("DELETE FROM grelout.outbox WHERE topic = 'bench'"
+               " AND state IN ('pending', 'processing') AND available_at <= now()")
+        self.publish_backlog(n)
+        self.q('VACUUM ANALYZE grelout.outbox')
+        self.q('CHECKPOINT')
+        before = self.relays()
+        base = sum(r[4] for r in before)
+        base_retried = sum(r[5] + r[6] for r in before)
+        ng0 = self.nginx_requests()
+        self.q("ALTER SYSTEM SET grelout.relay = 'on'")
+        t0 = time.time()
+        self.q('SELECT pg_reload_conf()')
+        last, last_t = base, t0
+        while True:
+            d = self.delivered()
+            now = time.time()
+            if d >= base + n:
+                break
+            if d != last:
+                last, last_t = d, now
+            elif now - last_t > 60:
+                raise Broken('%s: no delivery for 60 s, %d of %d delivered'
+                             % (label, d - base, n))
+            time.sleep(0.005)
+        t1 = time.time()
+        left = self.q1("SELECT count(*) FROM grelout.outbox WHERE topic = 'bench'"
+                       " AND state IN ('pending', 'processing') AND available_at <= now()")
+        after = self.relays()
+        failures = sum(r[5] + r[6] for r in after) - base_retried
+        got = self.nginx_requests() - ng0
+        if left != 0 or got < n:
+            raise Broken('%s: %d rows left, nginx saw %d of %d' % (label, left, got, n))
+        rate = n / (t1 - t0)
+        log('  %-22s %7d msgs in %6.2f s = %8.0f msgs/s (retries+dead %d)'
+            % (label, n, t1 - t0, rate, failures))
+        return rate
+
+    def wrk(self, conns):
+        lua = os.path.join(self.work, 'post.lua')
+        body = self.q1('SELECT %s::text' % payload_sql('12345678', '48213'))
+        with open(lua, 'w') as f:
+            f.write('-- a webhook-like POST for wrk\n'
+                    'wrk.method = "POST"\n'
+                    'wrk.body = %s\n'
+                    'wrk.headers["Content-Type"] = "application/json"\n'
+                    'wrk.headers["User-Agent"] = "grelout/1.0"\n'
+                    'wrk.headers["webhook-id"] = "01890a5d-ac96-774b-bcce-b302099a8057"\n'
+                    'wrk.headers["webhook-timestamp"] = "1700000000"\n'
+                    'wrk.headers["grelout-topic"] = "bench"\n'
+                    'wrk.headers["grelout-attempt"] = "1"\n' % json.dumps(body))
+        threads = min(2, conns)
+        r = subprocess.run(['wrk', '-t', str(threads), '-c', str(conns), '-d',
+                            '%ds' % self.sz['wrk_seconds'], '-s', lua,
+                            self.nginx_url + '/wrk'], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        out = r.stdout.decode()
+        m = re.search(r'Requests/sec:\s+([0-9.]+)', out)
+        if r.returncode != 0 or not m:
+            raise Broken('wrk failed:\n' + out)
+        if 'Non-2xx' in out or 'Socket errors' in out:
+            raise Broken('wrk saw errors:\n' + out)
+        return float(m.group(1))
+
+    def fig2_default(self):
+        log('figure 2: delivery throughput, default settings, %d backlog' % self.sz['backlog'])
+        self.load_note('fig 2 default start')
+        rates = []
+        for run in range(self.sz['runs']):
+            rates.append(self.drain(self.sz['backlog'], 'default run %d' % (run + 1)))
+            if run == 0:
+                self.mem_sample('after first drain')
+        wrk = [self.wrk(50) for _ in range(self.sz['runs'])]
+        log('  wrk -c 50: %s req/s' % ', '.join('%.0f' % w for w in wrk))
+        self.res['figures']['2'] = {'default': rates, 'wrk_default': wrk}
+        self.load_note('fig 2 default end')
+
+    def fig2_tuned(self):
+        log('figure 2: delivery throughput, tuned settings %s' % TUNED)
+        self.load_note('fig 2 tuned start')
+        rates = []
+        for run in range(self.sz['runs']):
+            rates.append(self.drain(self.sz['backlog'], 'tuned run %d' % (run + 1)))
+        conns = int(TUNED['grelout.concurrency']) * int(TUNED['grelout.workers'])
+        wrk = [self.wrk(conns) for _ in range(self.sz['runs'])]
+        log('  wrk -c %d: %s req/s' % (conns, ', '.join('%.0f' % w for w in wrk)))
+        self.res['figures']['2'].update(tuned=rates, wrk_tuned=wrk, tuned_conns=conns)
+        self.load_note('fig 2 tuned end')
+
+    def fig2_graphile(self):
+        n = self.sz['graphile_backlog']
+        log('figure 2: graphile-worker draining %d jobs (concurrency 50)' % n)
+        self.load_note('fig 2 graphile start')
+        self.pause()
+        rates = []
+        for run in range(self.sz['runs']):
+            self.reset_tables()
+            self.q("SELECT count(graphile_worker.add_job('post', %s::json))"
+                   " FROM generate_series(1, %d) g"
+                   % (payload_sql('g', 'mod(g, 100000)'), n))
+            # fresh statistics, as grelout.outbox gets before its drains
+            self.q('VACUUM ANALYZE graphile_worker._private_jobs')
+            ng0 = self.nginx_requests()
+            out = self.node(['drain', str(n)], capture=True)
+            r = json.loads(out.strip().splitlines()[-1])
+            got = self.nginx_requests() - ng0
+            if got < n:
+                raise Broken('graphile-worker: nginx saw %d of %d' % (got, n))
+            rates.append(r['rate'])
+            log('  graphile run %d %7d jobs in %6.2f s = %8.0f jobs/s'
+                % (run + 1, n, r['seconds'], r['rate']))
+        self.reset_tables()
+        self.res['figures']['2'].update(graphile=rates, graphile_backlog=n)
+        self.load_note('fig 2 graphile end')
+
+    # -- figure 6 (samples taken along the way) --------------------------------
+    def mem_sample(self, label):
+        rows = self.relays()
+        sample = {'label': label, 'delivered': {r[1]: r[4] for r in rows},
+                  'rss': self.rss()}
+        self.res.setdefault('mem', []).append(sample)
+        total = sum(sample['delivered'].values())
+        log('  memory %s: %d delivered, %s' % (
+            label, total, ', '.join('pid %d VmRSS %d kB RssAnon %d kB' % (p, v['VmRSS'], v['RssAnon'])
+                                    for p, v in sample['rss'].items())))
+        return sample
+
+    def fig6(self):
+        """top the relays up to mem_second deliveries and sample again."""
+        log('figure 6: memory after %d deliveries' % self.sz['mem_second'])
+        self.load_note('fig 6 start')
+        while True:
+            done = self.delivered()
+            if done >= self.sz['mem_second']:
+                break
+            self.drain(min(self.sz['mem_second'] - done, 4 * self.sz['backlog']),
+                       'memory top-up')
+        self.mem_sample('after %d' % self.sz['mem_second'])
+        self.load_note('fig 6 end')
+
+    # -- figure 5 ------------------------------------------------------------
+    def fig5(self):
+        rows = self.sz['scale_rows']
+        log('figure 5: %d dead + %d delayed rows in the table' % (rows, rows))
+        self.load_note('fig 5 start')
+        self.pause()
+        t = time.time()
+        # direct inserts: the same rows outbox_publish and a dead-lettering make
+        self.q("INSERT INTO grelout.outbox (id, topic, payload, attempts, available_at,"
+               " state, last_error, dead_at, created_at)"
+               " SELECT gen_random_uuid(), 'bench', %s, 10, now() - interval '1 hour', 'dead',"
+               " 'HTTP 500: internal error', now() - interval '1 hour', now() - interval '2 hours'"
+               " FROM generate_series(1, %d) g" % (payload_sql('g', 'mod(g, 100000)'), rows))
+        self.q("INSERT INTO grelout.outbox (id, topic, payload, available_at)"
+               " SELECT gen_random_uuid(), 'bench', %s, now() + interval '1 day'"
+               " FROM generate_series(1, %d) g" % (payload_sql('g', 'mod(g, 100000)'), rows))
+        self.q('VACUUM ANALYZE grelout.outbox')
+        log('  filled in %.0f s' % (time.time() - t))
+        rates = []
+        for run in range(self.sz['runs']):
+            rates.append(self.drain(self.sz['backlog'], 'with 2x%d rows run %d' % (rows, run + 1)))
+        left = self.q("SELECT state, count(*) FROM grelout.outbox GROUP BY state ORDER BY 1")
+        if dict(left) != {'dead': rows, 'pending': rows}:
+            raise Broken('figure 5: the dead and delayed rows changed: %s' % (left,))
+        self.pause()
+        self.q('TRUNCATE grelout.outbox')
+        self.q('VACUUM ANALYZE grelout.outbox')
+        self.res['figures']['5'] = {'rates': rates, 'rows': rows}
+        self.load_note('fig 5 end')
+
+    # -- figure 4 ------------------------------------------------------------
+    def latency_run(self, system, seconds, rate):
+        port_file = os.path.join(self.work, 'recv.port')
+        log_file = os.path.join(self.work, 'recv.%s.log' % system)
+        for f in (port_file, log_file):
+            if os.path.exists(f):
+                os.unlink(f)
+        recv = self.spawn([sys.executable, os.path.abspath(__file__), 'receiver',
+                           port_file, log_file])
+        deadline = time.time() + 10
+        while not os.path.exists(port_file) or not open(port_file).read().strip():
+            if time.time() > deadline or recv.poll() is not None:
+                raise Broken('latency receiver did not start')
+            time.sleep(0.05)
+        port = int(open(port_file).read())
+        url = 'http://127.0.0.1:%d/latency' % port
+        worker = None
+        if system == 'grelout':
+            self.q("INSERT INTO grelout.handlers (topic, url) VALUES ('latency', %s)"
+                   " ON CONFLICT (topic) DO UPDATE SET url = excluded.url", (url,))
+            self.set_conf(grelout__relay='on')
+        else:
+            self.pause()
+            worker = self.spawn(['node', os.path.join(self.work, 'bench/graphile/worker.mjs'),
+                                 'serve'], env=dict(self.node_env, TARGET_URL=url),
+                                stdout=subprocess.PIPE)
+            if worker.stdout.readline().decode().strip() != 'ready':
+                raise Broken('graphile-worker serve did not start')
+        time.sleep(0.5)
+        conn = psycopg2.connect(host=self.work, port=self.a.pgport, dbname='bench',
+                                user='postgres')
+        cur = conn.cursor()
+        sent = {}
+        n = int(seconds * rate)
+        t0 = time.time() + 0.1
+        for i in range(n):
+            wait = t0 + i / rate - time.time()
+            if wait > 0:
+                time.sleep(wait)
+            payload = PAYLOAD_FMT.format(n=i, c=i % 1000)
+            if system == 'grelout':
+                cur.execute("SELECT outbox_publish('latency', %s::jsonb)", (payload,))
+                mid = str(cur.fetchone()[0])
+            else:
+                mid = str(uuid.uuid4())
+                body = json.loads(payload)
+                body['id'] = mid
+                cur.execute("SELECT graphile_worker.add_job('post', %s::json)",
+                            (json.dumps(body),))
+            conn.commit()
+            sent[mid] = time.time()
+        conn.close()
+        # all arrivals, then stop
+        deadline = time.time() + 30
+        arrived = {}
+        while time.time() < deadline:
+            arrived = {}
+            if os.path.exists(log_file):
+                with open(log_file) as f:
+                    for line in f:
+                        parts = line.split()
+                        if len(parts) == 2:
+                            arrived.setdefault(parts[0], float(parts[1]))
+            if all(k in arrived for k in sent):
+                break
+            time.sleep(0.2)
+        if worker is not None:
+            self.stop_child(worker)
+        self.stop_child(recv)
+        if system == 'grelout':
+            self.pause()
+            self.q("DELETE FROM grelout.handlers WHERE topic = 'latency'")
+        missing = [k for k in sent if k not in arrived]
+        if missing:
+            raise Broken('%s latency: %d of %d messages never arrived' % (system, len(missing), n))
+        lat = sorted((arrived[k] - sent[k]) * 1000.0 for k in sent)
+        r = {'n': n, 'p50': percentile(lat, 50), 'p95': percentile(lat, 95),
+             'p99': percentile(lat, 99), 'max': lat[-1], 'min': lat[0]}
+        log('  %-8s n=%d p50 %.2f ms p95 %.2f ms p99 %.2f ms max %.2f ms'
+            % (system, n, r['p50'], r['p95'], r['p99'], r['max']))
+        return r
+
+    def fig4(self):
+        rate = self.sz['latency_rate']
+        log('figure 4: commit-to-arrival latency at %d msgs/s' % rate)
+        self.load_note('fig 4 start')
+        # no dead index entries left over from the drains before
+        self.pause()
+        self.reset_tables()
+        out = {'rate': rate, 'grelout': [], 'graphile': []}
+        for run in range(self.sz['runs']):
+            for system in ('grelout', 'graphile'):
+                out[system].append(self.latency_run(system, self.sz['latency_seconds'], rate))
+        self.reset_tables()
+        self.res['figures']['4'] = out
+        self.load_note('fig 4 end')
+
+    # -- figure 3 ------------------------------------------------------------
+    def sustain(self, rate, seconds, label):
+        """publish at rate msgs/s for seconds while the relays deliver."""
+        per_tx = 10
+        self.set_conf(grelout__relay='on')
+        script = ("\\set n random(1, 10000000)\n"
+                  "SELECT count(outbox_publish('bench', %s)) FROM generate_series(1, %d) g;\n"
+                  % (payload_sql(':n * 10 + g', 'g'), per_tx))
+        argv = self.pgbench(script, 'fig3', seconds, clients=4, rate=rate / per_tx)
+        pub = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+        t0 = time.time()
+        samples = []            # (seconds since start, backlog, delivered)
+        while pub.poll() is None:
+            time.sleep(0.5)
+            samples.append((time.time() - t0,
+                            self.q1("SELECT count(*) FROM grelout.outbox"
+                                    " WHERE state IN ('pending', 'processing')"),
+                            self.delivered()))
+        out = pub.stdout.read().decode()
+        if pub.returncode != 0 or len(samples) < 3:
+            raise Broken('pgbench failed:\n' + out)
+        _, ntx = self.parse_pgbench(out)
+        published = ntx * per_tx
+        pub_rate = published / seconds
+        # delivery rate between the first and the last sample of the window
+        (ta, _, da), (tb, _, db) = samples[0], samples[-1]
+        delivered_rate = (db - da) / (tb - ta)
+        end_backlog = samples[-1][1]
+        second_half = [b for (t, b, _) in samples if t >= seconds / 2] or [end_backlog]
+        limit = max(1000, rate * 1.0)
+        grew = max(second_half) > limit
+        short = pub_rate < 0.95 * rate
+        bounded = not grew and not short
+        why = '; '.join(w for w, c in (('backlog grew', grew),
+                                       ('publishers reached %.0f%%' % (100.0 * pub_rate / rate),
+                                        short)) if c)
+        r = {'rate': rate, 'published_rate': pub_rate,
+             'delivered_rate': delivered_rate,
+             'max_backlog': max(b for _, b, _ in samples),
+             'end_backlog': end_backlog, 'bounded': bounded, 'seconds': seconds,
+             'why': why}
+        log('  %-14s target %6d/s published %7.0f/s delivered %7.0f/s backlog max %6d end %6d %s'
+            % (label, rate, pub_rate, r['delivered_rate'], r['max_backlog'], end_backlog,
+               'bounded' if bounded else 'NOT bounded: ' + why))
+        # let the rest drain before the next step (the harness's, not the figure's)
+        deadline = time.time() + 120
+        last, last_t = None, time.time()
+        while True:
+            left = self.q1("SELECT count(*) FROM grelout.outbox"
+                           " WHERE state IN ('pending', 'processing')")
+            if left == 0:
+                break
+            if left != last:
+                last, last_t = left, time.time()
+            elif time.time() - last_t > 60 or time.time() > deadline + 600:
+                raise Broken('%s: backlog of %d stopped draining' % (label, left))
+            time.sleep(0.2)
+        self.q('VACUUM grelout.outbox')
+        return r
+
+    def fig3(self, ceiling):
+        log('figure 3: sustained rate (ladder from the tuned drain rate %.0f/s)' % ceiling)
+        self.load_note('fig 3 start')
+        ladder = sorted({max(100, int(round(f * ceiling / 100.0)) * 100)
+                         for f in self.sz['ladder']})
+        probes = []
+        best = None
+        for rate in ladder:
+            r = self.sustain(rate, self.sz['probe_seconds'], 'probe')
+            probes.append(r)
+            if not r['bounded']:
+                break
+            best = rate
+        confirms = []
+        chosen = None
+        candidates = [x for x in ladder if best is not None and x <= best][::-1]
+        for rate in candidates[:2]:
+            need = self.sz['runs'] * (self.sz['confirm_seconds'] + 10)
+            if confirms and self.elapsed() + need > self.sz['budget_seconds']:
+                self.res['notes'].append(
+                    'Figure 3: the confirmation at %d msgs/s failed and the time budget left '
+                    'no room to confirm the next rate down (%d msgs/s).' % (confirms[-1]['rate'], rate))
+                break
+            runs = [self.sustain(rate, self.sz['confirm_seconds'], 'confirm')
+                    for _ in range(self.sz['runs'])]
+            confirms.append({'rate': rate, 'runs': runs})
+            if sum(1 for r in runs if r['bounded']) * 2 > len(runs):
+                chosen = rate
+                break
+        self.pause()
+        self.res['figures']['3'] = {'probes': probes, 'confirms': confirms,
+                                    'best': chosen, 'ladder': ladder}
+        self.load_note('fig 3 end')
+
+    # -- machine -------------------------------------------------------------
+    def machine(self):
+        def sh(cmd):
+            try:
+                return subprocess.run(cmd, shell=True, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT).stdout.decode().strip()
+            except OSError:
+                return '?'
+        model = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
+        mem = sh("awk '/MemTotal/ {printf \"%.1f GiB\", $2/1048576}' /proc/meminfo")
+        lock = json.load(open(os.path.join(self.work, 'bench/graphile/package-lock.json')))
+        gw = lock['packages'].get('node_modules/graphile-worker', {}).get('version', '?')
+        return {
+            'cpu': model, 'cores': sh('nproc'), 'memory': mem,
+            'kernel': sh('uname -sr'), 'os': 'Debian ' + sh('cat /etc/debian_version'),
+            'postgres': self.q1('SELECT version()'),
+            'curl': sh('curl --version | head -1'),
+            'nginx': sh('/usr/sbin/nginx -v 2>&1'),
+            'wrk': sh('wrk --version 2>&1 | head -1').split(' Copyright')[0],
+            'node': sh('node --version'), 'graphile': gw,
+            'revision': self.a.revision,
+            'settings': dict(self.q("SELECT name, current_setting(name)"
+                                    " FROM pg_settings WHERE name IN ('fsync',"
+                                    " 'synchronous_commit', 'shared_buffers', 'max_wal_size',"
+                                    " 'checkpoint_timeout', 'wal_sync_method', 'full_page_writes')"
+                                    " ORDER BY name")),
+        }
+
+    # -- the whole run ---------------------------------------------------------
+    def run(self):
+        only = set(filter(None, os.environ.get('BENCH_ONLY', '').split(',')))
+        want = lambda f: not only or f in only
+        self.setup()
+        self.res['machine'] = self.machine()
+        self.load_note('start')
+        self.mem_sample('at start')
+        if want('1'):
+            self.fig1()
+        if want('2') or want('6') or want('3'):
+            self.fig2_default()
+        if want('4'):
+            self.fig4()
+        if want('5'):
+            self.fig5()
+        if want('6'):
+            self.fig6()
+        if want('2') or want('3'):
+            self.pause()
+            for k, v in TUNED.items():
+                self.q('ALTER SYSTEM SET %s = %%s' % k, (v,))
+            self.workers = int(TUNED['grelout.workers'])
+            self.restart_pg()
+            self.wait_relays(self.workers)
+            self.fig2_tuned()
+        if want('2'):
+            self.fig2_graphile()
+        # last: its confirmation runs adapt to the time budget left
+        if want('3'):
+            self.fig3(statistics.median(self.res['figures']['2']['tuned']))
+        self.load_note('end')
+        self.res['elapsed'] = self.elapsed()
+        with open(os.path.join(self.work, 'results.json'), 'w') as f:
+            json.dump(self.res, f, indent=1, default=str)
+        with open(os.path.join(self.work, 'results.md'), 'w') as f:
+            f.write(render(self.res, self.sz, self.quick))
+        log('done in %.0f s' % self.res['elapsed'])
+
+
+# ---------------------------------------------------------------------------
+# report
+# ---------------------------------------------------------------------------
+def fmt(v, unit='', digits=0):
+    return ('%.*f' % (digits, v)) + unit
+
+
+def row3(name, values, digits=0, unit=''):
+    m, lo, hi = stats(values)
+    return '| %s | %s | %s | %s |' % (name, fmt(m, unit, digits), fmt(lo, unit, digits),
+                                      fmt(hi, unit, digits))
+
+
+def render(res, sz, quick):
+    L = []
+    m = res['machine']
+    L.append('# grelout benchmark results\n')
+    if quick:
+        L.append('**Quick smoke run (`bench/run --quick`): tiny sizes, one run each. '
+                 'These numbers only show that the harness works.**\n')
+    L.append('Produced by `make bench` (`bench/run`) in %.1f minutes.\n' % (res['elapsed'] / 60))
+    L.append('## Machine\n')
+    L.append('| | |\n| --- | --- |')
+    for k, label in (('revision', 'grelout measured'), ('cpu', 'CPU'), ('cores', 'cores'), ('memory', 'memory'),
+                     ('kernel', 'kernel'), ('os', 'OS'), ('postgres', 'PostgreSQL'),
+                     ('curl', 'curl'), ('nginx', 'nginx'), ('wrk', 'wrk'),
+                     ('node', 'Node'), ('graphile', 'graphile-worker')):
+        L.append('| %s | %s |' % (label, m[k]))
+    L.append('')
+    L.append('## Settings\n')
+    L.append('- PostgreSQL: %s; `shared_preload_libraries = grelout`, '
+             '`grelout.database = bench`, `max_connections = 200`, '
+             'checkpoints kept out of the windows (`max_wal_size = 8GB`, `checkpoint_timeout = 30min`).'
+             % ', '.join('`%s = %s`' % kv for kv in m['settings'].items()))
+    L.append('- Receiver: nginx on 127.0.0.1, `location / { return 204; }`, keep-alive '
+             '(`keepalive_requests 10000000`), `access_log off`, `worker_processes auto`, '
+             '`worker_connections 8192`.')
+    L.append('- Payload: %d bytes of JSON text (an order event).' % res.get('payload_len', 0))
+    L.append('- grelout default settings: `grelout.workers = 1`, `concurrency = 50`, '
+             '`batch_size = 100`.')
+    L.append('- grelout tuned settings: %s.' % ', '.join('`%s = %s`' % kv for kv in TUNED.items()))
+    L.append('- graphile-worker %s: one Node process, `concurrency = 50`, pool of 52 connections, '
+             'task `post` = `fetch` POST (Node %s global fetch, keep-alive) to the same nginx.'
+             % (m['graphile'], m['node']))
+    L.append('- wrk: 2 threads, POST of the same payload with grelout-like headers '
+             '(lua script), %d s a run.' % sz['wrk_seconds'])
+    L.append('- Each figure: median of %d runs, with min and max.\n' % sz['runs'])
+
+    f = res['figures']
+    targets = []
+    if '1' in f:
+        x = f['1']
+        L.append('## 1. Publish overhead\n')
+        L.append('pgbench, 4 clients, -M prepared, %d s a run, %d runs of each; a transaction = '
+                 'one business INSERT plus the enqueue; the three variants are interleaved run '
+                 'by run in rotated order; ratios are taken within each round '
+                 '(tables emptied and a CHECKPOINT before each run); relays paused '
+                 '(`grelout.relay = off`) and no handler for the topic.\n'
+                 % (sz['publish_seconds'], sz['publish_runs']))
+        L.append('| variant | median TPS | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('INSERT + plain INSERT (copy of grelout.outbox)', x['tps']['plain']))
+        L.append(row3('INSERT + `outbox_publish`', x['tps']['grelout']))
+        L.append(row3('INSERT + `graphile_worker.add_job`', x['tps']['graphile']))
+        L.append('')
+        L.append('| ratio to plain INSERT | median | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('grelout', x['ratio_grelout'], 2))
+        L.append(row3('graphile-worker', x['ratio_graphile'], 2))
+        L.append('')
+        g = stats(x['ratio_grelout'])[0]
+        targets.append(('1. publish overhead', 'grelout >= 0.90 x plain INSERT TPS',
+                        '%.2f x (graphile-worker %.2f x)' % (g, stats(x['ratio_graphile'])[0]),
+                        g >= 0.9))
+    if '2' in f:
+        x = f['2']
+        L.append('## 2. Delivery throughput\n')
+        L.append('A backlog of %d messages published with the relays paused '
+                 '(`grelout.relay = off`), then `on` + `pg_reload_conf()`; timed from the reload '
+                 'to the last settled delivery (the relays\' own counters); every message '
+                 'checked as arrived at nginx (stub_status). graphile-worker: the jobs added '
+                 'with `add_job` while no worker runs, then one worker process started and timed '
+                 'until its jobs table is empty. Each queue table gets a `VACUUM ANALYZE` once '
+                 'its backlog is in.\n' % sz['backlog'])
+        L.append('| system | backlog | median msgs/s | min | max |\n| --- | --- | --- | --- | --- |')
+        for key, name, n in (('default', 'grelout, default settings', sz['backlog']),
+                             ('tuned', 'grelout, tuned settings', sz['backlog']),
+                             ('graphile', 'graphile-worker, concurrency 50',
+                              x.get('graphile_backlog', 0))):
+            if key in x:
+                mm, lo, hi = stats(x[key])
+                note = ' (smaller: too slow for the time budget)' if key == 'graphile' and \
+                    n < sz['backlog'] else ''
+                L.append('| %s | %d%s | %.0f | %.0f | %.0f |' % (name, n, note, mm, lo, hi))
+        L.append('')
+        L.append('| HTTP ceiling (wrk) | median req/s | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('wrk -c 50 (default concurrency)', x['wrk_default']))
+        if 'wrk_tuned' in x:
+            L.append(row3('wrk -c %d (tuned workers x concurrency)' % x['tuned_conns'],
+                          x['wrk_tuned']))
+        L.append('')
+        L.append('| ratio | median |\n| --- | --- |')
+        d = stats(x['default'])[0]
+        L.append('| grelout default / wrk -c 50 | %.2f |' % (d / stats(x['wrk_default'])[0]))
+        best = d
+        if 'tuned' in x:
+            t = stats(x['tuned'])[0]
+            best = max(best, t)
+            L.append('| grelout tuned / wrk -c %d | %.2f |'
+                     % (x['tuned_conns'], t / stats(x['wrk_tuned'])[0]))
+        if 'graphile' in x:
+            L.append('| grelout default / graphile-worker | %.1f |' % (d / stats(x['graphile'])[0]))
+        L.append('')
+        targets.append(('2. delivery throughput', '>= 10,000 msgs/s (default or tuned)',
+                        '%.0f msgs/s default, %s tuned' % (
+                            d, '%.0f' % stats(x['tuned'])[0] if 'tuned' in x else '-'),
+                        best >= 10000))
+    if '3' in f:
+        x = f['3']
+        L.append('## 3. Sustained rate\n')
+        L.append('pgbench -R publishers (4 clients, 10 `outbox_publish` a transaction, durable '
+                 'commits) at steady rates while the relays (tuned settings) deliver. Bounded = '
+                 'the pending+processing count stays at or under max(1000, one second of '
+                 'messages) through the second half of the window and the publishers reach '
+                 '95%% of the rate. Probes of %d s pick the candidate from the ladder %s; '
+                 'confirmation runs hold it for %d s. The publishers and their backends share the '
+                 'two cores with the relays, nginx and PostgreSQL, so the rate found is what this '
+                 'machine sustains end to end, not a ceiling of the relays alone.\n'
+                 % (sz['probe_seconds'], ', '.join(str(v) for v in x['ladder']),
+                    sz['confirm_seconds']))
+        L.append('| step | target msgs/s | published/s | delivered/s | max backlog | end backlog | bounded |')
+        L.append('| --- | --- | --- | --- | --- | --- | --- |')
+        for r in x['probes']:
+            L.append('| probe %ds | %d | %.0f | %.0f | %d | %d | %s |' % (
+                r['seconds'], r['rate'], r['published_rate'], r['delivered_rate'],
+                r['max_backlog'], r['end_backlog'],
+                'yes' if r['bounded'] else 'no (%s)' % r.get('why', '')))
+        for c in x['confirms']:
+            for r in c['runs']:
+                L.append('| confirm %ds | %d | %.0f | %.0f | %d | %d | %s |' % (
+                    r['seconds'], r['rate'], r['published_rate'], r['delivered_rate'],
+                    r['max_backlog'], r['end_backlog'],
+                    'yes' if r['bounded'] else 'no (%s)' % r.get('why', '')))
+        L.append('')
+        if x['confirms']:
+            c = [c for c in x['confirms'] if c['rate'] == x['best']] or x['confirms'][-1:]
+            runs = c[0]['runs']
+            L.append('| at %d msgs/s | median | min | max |\n| --- | --- | --- | --- |'
+                     % c[0]['rate'])
+            L.append(row3('delivered msgs/s', [r['delivered_rate'] for r in runs]))
+            L.append(row3('max backlog (rows)', [r['max_backlog'] for r in runs]))
+            L.append('')
+        best = x['best'] or 0
+        if best:
+            L.append('Highest rate bounded for %d s: **%d msgs/s**.\n' % (sz['confirm_seconds'], best))
+        else:
+            L.append('Highest rate bounded for %d s: **none of the rates tried** (the lowest '
+                     'was %d msgs/s).\n' % (sz['confirm_seconds'], min(x['ladder'])))
+        targets.append(('3. sustained', '>= 5,000 msgs/s end to end', '%d msgs/s' % best,
+                        best >= 5000))
+    if '4' in f:
+        x = f['4']
+        L.append('## 4. Latency\n')
+        L.append('One message a transaction at %d msgs/s; the publisher (psycopg2) takes the '
+                 'clock right after COMMIT returns; the receiver (a small asyncio HTTP server, '
+                 '`bench.py receiver`, keep-alive, 204) takes it when the whole request has '
+                 'arrived; same machine clock. %d s a run.\n' % (x['rate'], sz['latency_seconds']))
+        L.append('| system | stat | median ms | min | max |\n| --- | --- | --- | --- | --- |')
+        for system in ('grelout', 'graphile'):
+            for s in ('p50', 'p95', 'p99', 'max'):
+                mm, lo, hi = stats([r[s] for r in x[system]])
+                L.append('| %s | %s | %.2f | %.2f | %.2f |' % (
+                    'graphile-worker' if system == 'graphile' else system, s, mm, lo, hi))
+        L.append('')
+        p50 = stats([r['p50'] for r in x['grelout']])[0]
+        p99 = stats([r['p99'] for r in x['grelout']])[0]
+        targets.append(('4. latency', 'p50 <= 2 ms, p99 <= 10 ms',
+                        'p50 %.2f ms, p99 %.2f ms' % (p50, p99), p50 <= 2 and p99 <= 10))
+    if '5' in f:
+        x = f['5']
+        L.append('## 5. Flat at scale\n')
+        L.append('The figure 2 drain (default settings, %d messages) with %d dead rows and '
+                 '%d messages delayed by a day (same topic) in grelout.outbox, against the '
+                 'empty-table runs of figure 2 (same session).\n'
+                 % (sz['backlog'], x['rows'], x['rows']))
+        L.append('| table | median msgs/s | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('empty', f['2']['default']) if '2' in f else '| empty | - | - | - |')
+        L.append(row3('%d dead + %d delayed' % (x['rows'], x['rows']), x['rates']))
+        L.append('')
+        if '2' in f:
+            ratio = stats(x['rates'])[0] / stats(f['2']['default'])[0]
+            L.append('Ratio (with / empty): **%.2f**\n' % ratio)
+            targets.append(('5. flat at scale', 'within 10% of the empty table',
+                            '%.2f x' % ratio, ratio >= 0.9))
+    mem = res.get('mem', [])
+    first = next((s for s in mem if s['label'] == 'after first drain'), None)
+    second = next((s for s in mem if s['label'] == 'after %d' % sz['mem_second']), None)
+    if first and second:
+        L.append('## 6. Memory\n')
+        L.append('The relays\' /proc/PID/status (pids from pg_stat_activity, backend_type '
+                 '`grelout relay`, default settings, one relay, same process throughout). '
+                 'VmRSS counts the shared buffers the process has touched (RssShmem); RssAnon '
+                 'is its private memory.\n')
+        L.append('| sample | delivered by the relay | VmRSS kB | RssAnon kB | RssShmem kB |')
+        L.append('| --- | --- | --- | --- | --- |')
+        for s in mem:
+            for pid, v in s['rss'].items():
+                L.append('| %s | %d | %d | %d | %d |' % (
+                    s['label'], s['delivered'].get(pid, s['delivered'].get(str(pid), 0)),
+                    v['VmRSS'], v['RssAnon'], v['RssShmem']))
+        L.append('')
+        growth_rss, growth_anon = [], []
+        for pid, v in second['rss'].items():
+            if pid in first['rss']:
+                growth_rss.append((v['VmRSS'] - first['rss'][pid]['VmRSS']) / 1024.0)
+                growth_anon.append((v['RssAnon'] - first['rss'][pid]['RssAnon']) / 1024.0)
+        if growth_rss:
+            L.append('| growth from %d to %d deliveries | median MB | min | max |'
+                     % (sz['mem_first'], sz['mem_second']))
+            L.append('| --- | --- | --- | --- |')
+            L.append(row3('VmRSS', growth_rss, 2))
+            L.append(row3('RssAnon (private)', growth_anon, 2))
+            L.append('')
+            L.append('(One sample per relay process: memory is a property of the process, '
+                     'so min/max are over the relays, not repeated runs.)\n')
+            g = stats(growth_anon)[0]
+            targets.append(('6. memory', 'growth < 5 MB from %d to %d deliveries (judged on '
+                            'private memory, RssAnon)' % (sz['mem_first'], sz['mem_second']),
+                            'RssAnon %+.2f MB (VmRSS %+.2f MB, mostly shared buffers touched)'
+                            % (g, stats(growth_rss)[0]), g < 5))
+    L.append('## Targets (issue 5)\n')
+    L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
+    for t in targets:
+        L.append('| %s | %s | %s | %s |' % (t[0], t[1], t[2], 'yes' if t[3] else 'no'))
+    L.append('')
+    for note in res.get('notes', []):
+        L.append('Note: %s\n' % note)
+    L.append('## What ran concurrently\n')
+    L.append('Everything runs on the one machine: PostgreSQL (relays and backends), nginx, '
+             'the load generators (pgbench, wrk, the Node worker, the Python publisher and '
+             'receiver) share its %s cores, so each figure includes the cost of its own load '
+             'generator. graphile-worker and grelout never deliver at the same time (the relays '
+             'are paused while graphile-worker runs and the other way round). Other work on the '
+             'machine (other engineers\' test suites) was not controlled; the 1-minute load '
+             'average at each step:\n' % m['cores'])
+    L.append('| step | load average (1, 5, 15 min) |\n| --- | --- |')
+    for label, la in res['load']:
+        L.append('| %s | %s |' % (label, la))
+    L.append('')
+    return '\n'.join(L) + '\n'
+
+
+# ---------------------------------------------------------------------------
+# latency receiver
+# ---------------------------------------------------------------------------
+def receiver(port_file, log_file):
+    """HTTP/1.1 keep-alive receiver: logs "webhook-id unix-time" per request, answers 204."""
+    out = open(log_file, 'a', buffering=1)
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b'\r\n\r\n')
+                length = 0
+                wid = '-'
+                for line in head.split(b'\r\n')[1:]:
+                    name, _, value = line.partition(b':')
+                    name = name.strip().lower()
+                    if name == b'content-length':
+                        length = int(value.strip())
+                    elif name == b'webhook-id':
+                        wid = value.strip().decode()
+                if length:
+                    await reader.readexactly(length)
+                t = time.time()
+                writer.write(b'HTTP/1.1 204 No Content\r\n\r\n')
+                out.write('%s %.6f\n' % (wid, t))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handle, '127.0.0.1', 0)
+        port = server.sockets[0].getsockname()[1]
+        with open(port_file + '.tmp', 'w') as f:
+            f.write(str(port))
+        os.rename(port_file + '.tmp', port_file)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        await stop.wait()
+        server.close()
+
+    asyncio.run(main())
+
+
+def main():
+    if len(sys.argv) >= 2 and sys.argv[1] == 'receiver':
+        receiver(sys.argv[2], sys.argv[3])
+        return 0
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--mode', choices=('full', 'quick'), default='full')
+    ap.add_argument('--work', required=True)
+    ap.add_argument('--pgbin', required=True)
+    ap.add_argument('--pgdata', required=True)
+    ap.add_argument('--pgport', type=int, required=True)
+    ap.add_argument('--nginx-port', type=int, required=True)
+    ap.add_argument('--root', required=True)
+    ap.add_argument('--revision', default='unknown')
+    args = ap.parse_args()
+    b = Bench(args)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    try:
+        b.run()
+    except Broken as e:
+        log('BROKEN: %s' % e)
+        return 1
+    finally:
+        b.stop_all()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
