@@ -744,18 +744,8 @@ collect_finished(RelayState *st)
 static void
 reload_settings(RelayState *st, bool initial)
 {
-	EdgeCidr	cidrs[64];
-	const char *bad;
-	size_t		badlen;
-
 	if (!initial)
 		ProcessConfigFile(PGC_SIGHUP);
-	if (edge_cidr_list_parse(grelout_allowed_networks, cidrs, lengthof(cidrs),
-							 &bad, &badlen) < 0)
-		ereport(WARNING,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("ignoring grelout.allowed_networks: \"%.*s\" is not a CIDR",
-						(int) Min(badlen, 64), bad)));
 	http_engine_configure(st->engine, grelout_ca_file,
 						  grelout_block_private_networks, grelout_allowed_networks);
 	st->claim_wanted = true;
