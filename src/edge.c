@@ -438,6 +438,35 @@ edge_retry_after(const char *value, size_t len, time_t now, int64_t *delay_ms)
 	return true;
 }
 
+/*
+ * edge_interval_usecs: an interval's parts (months, days, microseconds) as
+ * one number of microseconds, the way PostgreSQL's extract(epoch FROM ...)
+ * counts them: a year of months is 365.25 days, each remaining month 30
+ * days, a day 24 hours.  Returns false, leaving *total alone, when the sum
+ * does not fit in 64 bits: a huge interval is never mistaken for a small
+ * or negative one.
+ */
+bool
+edge_interval_usecs(int32_t months, int32_t days, int64_t usecs, int64_t *total)
+{
+	const int64_t usecs_per_day = INT64_C(86400000000);
+	/* 365.25 days a year: exact in microseconds */
+	const int64_t usecs_per_year = INT64_C(31557600000000);
+	int64_t		years = months / 12;
+	int64_t		rest_days = (int64_t) (months % 12) * 30 + days;
+	int64_t		part;
+	int64_t		sum;
+
+	if (__builtin_mul_overflow(years, usecs_per_year, &sum))
+		return false;
+	if (__builtin_mul_overflow(rest_days, usecs_per_day, &part) ||
+		__builtin_add_overflow(sum, part, &sum) ||
+		__builtin_add_overflow(sum, usecs, &sum))
+		return false;
+	*total = sum;
+	return true;
+}
+
 /* v4_class: the class of an IPv4 address given as 4 bytes. */
 static EdgeAddrClass
 v4_class(const unsigned char *a)

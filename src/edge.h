@@ -59,6 +59,10 @@ extern bool edge_header_line(const char *line, size_t len, const char *name,
 extern bool edge_retry_after(const char *value, size_t len, time_t now,
 							 int64_t *delay_ms);
 
+/* Intervals: one overflow-checked conversion for every interval grelout takes */
+extern bool edge_interval_usecs(int32_t months, int32_t days, int64_t usecs,
+								int64_t *total);
+
 /* Addresses of endpoints */
 typedef enum EdgeAddrClass
 {

@@ -88,7 +88,7 @@ check_keep_delivered(char **newval, void **extra, GucSource source)
 		int			dterr;
 		struct pg_itm_in itm;
 		Interval	iv;
-		int64		usecs;
+		int64_t		usecs;
 
 		dterr = ParseDateTime(*newval, workbuf, sizeof(workbuf), field, ftype,
 							  MAXDATEFIELDS, &nf);
@@ -103,8 +103,11 @@ check_keep_delivered(char **newval, void **extra, GucSource source)
 			GUC_check_errhint("Use off, on, or an interval such as '7 days'.");
 			return false;
 		}
-		usecs = iv.time + (int64) iv.day * USECS_PER_DAY +
-			(int64) iv.month * DAYS_PER_MONTH * USECS_PER_DAY;
+		if (!edge_interval_usecs(iv.month, iv.day, iv.time, &usecs))
+		{
+			GUC_check_errmsg("grelout.keep_delivered is out of range: \"%s\"", *newval);
+			return false;
+		}
 		if (usecs <= 0)
 		{
 			GUC_check_errmsg("grelout.keep_delivered must be a positive interval");

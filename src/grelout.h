@@ -98,9 +98,9 @@ extern void grelout_uuid7(pg_uuid_t *uuid);
 
 /* validate.c */
 extern void grelout_check_headers(Jsonb *headers, const char *what);
+extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
 
 /* publish.c */
-extern int64 interval_usecs(const Interval *iv);
 extern void grelout_publish_init(void);
 
 /* relay.c */

@@ -15,6 +15,7 @@
 #include "grelout.h"
 
 #include "access/xact.h"
+#include "common/int.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -120,19 +121,19 @@ static void
 prepare_plans(void)
 {
 	Oid			types[7] = {UUIDOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID,
-	TEXTOID, INTERVALOID};
+	TEXTOID, TIMESTAMPTZOID};
 
 	if (insert_plan == NULL)
 		insert_plan = keep_plan(
 								"INSERT INTO grelout.outbox"
 								" (id, topic, key, payload, headers, available_at)"
-								" VALUES ($1, $2, $3, $4, $5, now() + $7)",
+								" VALUES ($1, $2, $3, $4, $5, $7)",
 								7, types);
 	if (insert_dedup_plan == NULL)
 		insert_dedup_plan = keep_plan(
 									  "INSERT INTO grelout.outbox"
 									  " (id, topic, key, payload, headers, dedup_key, available_at)"
-									  " VALUES ($1, $2, $3, $4, $5, $6, now() + $7)"
+									  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
 									  " ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
 									  " DO NOTHING",
 									  7, types);
@@ -140,17 +141,6 @@ prepare_plans(void)
 		lookup_dedup_plan = keep_plan(
 									  "SELECT id FROM grelout.outbox WHERE dedup_key = $1",
 									  1, &types[5]);
-}
-
-/*
- * interval_usecs: an interval as microseconds, months counted as 30 days
- * as PostgreSQL does when it compares intervals.
- */
-int64
-interval_usecs(const Interval *iv)
-{
-	return iv->time + (int64) iv->day * USECS_PER_DAY +
-		(int64) iv->month * DAYS_PER_MONTH * USECS_PER_DAY;
 }
 
 /* check_length: a text argument's byte length within max, or an error. */
@@ -193,8 +183,7 @@ grelout_publish(PG_FUNCTION_ARGS)
 	text	   *topic;
 	Jsonb	   *payload;
 	Jsonb	   *headers;
-	Interval	zero = {0};
-	Interval   *delay = &zero;
+	TimestampTz available_at = GetCurrentTransactionStartTimestamp();
 	pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
 	Datum		values[7];
 	char		nulls[7] = {' ', ' ', 'n', ' ', ' ', 'n', ' '};
@@ -266,14 +255,24 @@ grelout_publish(PG_FUNCTION_ARGS)
 		grelout_check_headers(headers, "message headers");
 	}
 
-	/* delay */
+	/*
+	 * delay: converted once, overflow-checked, and stored as the time it
+	 * gives, so that what is checked is what the relay sees.
+	 */
 	if (!PG_ARGISNULL(4))
 	{
-		delay = PG_GETARG_INTERVAL_P(4);
-		if (interval_usecs(delay) < 0)
+		int64		usecs = grelout_interval_usecs(PG_GETARG_INTERVAL_P(4), "delay");
+
+		if (usecs < 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("delay must not be negative")));
+		if (pg_add_s64_overflow(available_at, usecs, &available_at) ||
+			!IS_VALID_TIMESTAMP(available_at))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("delay is too large"),
+					 errdetail("The message would be due after the last timestamp PostgreSQL can store.")));
 	}
 
 	grelout_uuid7(id);
@@ -281,7 +280,7 @@ grelout_publish(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(topic);
 	values[3] = JsonbPGetDatum(payload);
 	values[4] = JsonbPGetDatum(headers);
-	values[6] = IntervalPGetDatum(delay);
+	values[6] = TimestampTzGetDatum(available_at);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -386,7 +385,8 @@ grelout_purge(PG_FUNCTION_ARGS)
 {
 	uint64		n;
 
-	if (!PG_ARGISNULL(0) && interval_usecs(PG_GETARG_INTERVAL_P(0)) < 0)
+	if (!PG_ARGISNULL(0) &&
+		grelout_interval_usecs(PG_GETARG_INTERVAL_P(0), "older_than") < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("older_than must not be negative")));

@@ -84,6 +84,25 @@ grelout_check_headers(Jsonb *headers, const char *what)
 }
 
 /*
+ * grelout_interval_usecs: an interval as microseconds, counted as
+ * extract(epoch FROM ...) counts it (edge_interval_usecs), or an error
+ * naming it when it does not fit.  The one conversion of every interval
+ * grelout takes: delays, handler timeouts, retention windows.
+ */
+int64
+grelout_interval_usecs(const Interval *iv, const char *what)
+{
+	int64_t		usecs;
+
+	if (!edge_interval_usecs(iv->month, iv->day, iv->time, &usecs))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("%s is out of range", what),
+				 errdetail("grelout takes intervals of at most about 292,000 years either way.")));
+	return (int64) usecs;
+}
+
+/*
  * check_url: an http:// or https:// URL with a host.  The URL is not
  * echoed back: it may embed credentials.
  */
@@ -224,7 +243,7 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 	if (!isnull)
 	{
 		Interval   *iv = DatumGetIntervalP(d);
-		int64		usecs = interval_usecs(iv);
+		int64		usecs = grelout_interval_usecs(iv, "handler timeout");
 
 		if (usecs <= 0)
 			ereport(ERROR,

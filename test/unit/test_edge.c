@@ -761,6 +761,36 @@ test_cidr(void)
 	   "... naming the entry that did not fit");
 }
 
+/* ---------------------------------------------------------------- intervals */
+
+/* test_intervals: the one conversion, exact where extract(epoch) is, and checked. */
+static void
+test_intervals(void)
+{
+	const int64_t day = INT64_C(86400000000);
+	int64_t		t = 42;
+
+	ok(edge_interval_usecs(0, 0, 1500000, &t) && t == 1500000, "1.5 s");
+	ok(edge_interval_usecs(0, 2, 5, &t) && t == 2 * day + 5, "days count 24 hours");
+	ok(edge_interval_usecs(1, 0, 0, &t) && t == 30 * day, "a month alone is 30 days");
+	ok(edge_interval_usecs(12, 0, 0, &t) && t == INT64_C(31557600000000),
+	   "a year is 365.25 days, as extract(epoch) counts it");
+	ok(edge_interval_usecs(-12, 360, 1000000, &t) &&
+	   t == -INT64_C(31557600000000) + 360 * day + 1000000,
+	   "'-1 year 360 days 1 second' is negative");
+	ok(edge_interval_usecs(-80000, -2400000, 0, &t) && t < 0,
+	   "'-80000 months -2400000 days' is negative");
+	ok(edge_interval_usecs(-80000, 2400000, 0, &t) && t < 0,
+	   "'-80000 months 2400000 days' is negative");
+	t = 42;
+	ok(!edge_interval_usecs(12000000, 0, 0, &t) && t == 42,
+	   "1,000,000 years overflows and leaves the result alone");
+	ok(!edge_interval_usecs(INT32_MAX, INT32_MAX, INT64_MAX, &t), "the largest interval overflows");
+	ok(!edge_interval_usecs(INT32_MIN, INT32_MIN, INT64_MIN, &t), "the smallest interval overflows");
+	ok(!edge_interval_usecs(0, 0, INT64_MAX, &t) || t == INT64_MAX, "no parts but time: exact");
+	ok(!edge_interval_usecs(7115004, 0, 0, &t), "593,000 years of months overflows");
+}
+
 int
 main(void)
 {
@@ -777,5 +807,6 @@ main(void)
 	test_retry_after();
 	test_addr_class();
 	test_cidr();
+	test_intervals();
 	return done_testing();
 }
