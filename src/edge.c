@@ -71,18 +71,39 @@ edge_header_name_valid(const char *name, size_t len)
 }
 
 /*
- * edge_header_value_valid: no CR, LF or NUL, at most
- * GRELOUT_HEADER_VALUE_MAX bytes.
+ * edge_control_free: no control character in s: no C0 byte (but HTAB when
+ * allow_htab), no DEL, and no C1 control in its UTF-8 form (U+0080 to
+ * U+009F, the bytes C2 80 to C2 9F), which a log line or a request header
+ * would carry as it is.
+ */
+bool
+edge_control_free(const char *s, size_t len, bool allow_htab)
+{
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if (c < 0x20 && !(c == '\t' && allow_htab))
+			return false;
+		if (c == 0x7F)
+			return false;
+		if (c == 0xC2 && i + 1 < len &&
+			(unsigned char) s[i + 1] >= 0x80 && (unsigned char) s[i + 1] <= 0x9F)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * edge_header_value_valid: an RFC 9110 field value: no control character
+ * but HTAB, at most GRELOUT_HEADER_VALUE_MAX bytes.
  */
 bool
 edge_header_value_valid(const char *value, size_t len)
 {
 	if (len > GRELOUT_HEADER_VALUE_MAX)
 		return false;
-	for (size_t i = 0; i < len; i++)
-		if (value[i] == '\r' || value[i] == '\n' || value[i] == '\0')
-			return false;
-	return true;
+	return edge_control_free(value, len, true);
 }
 
 /*
@@ -97,6 +118,26 @@ edge_header_name_reserved(const char *name, size_t len)
 	for (int i = 0; reserved_headers[i] != NULL; i++)
 		if (len == strlen(reserved_headers[i]) &&
 			ieq_prefix(name, len, reserved_headers[i]))
+			return true;
+	return false;
+}
+
+/*
+ * edge_header_name_message_reserved: a name a message may not set: every
+ * reserved name, and the credentials a handler (or its URL) may carry:
+ * authorization, proxy-authorization and cookie.
+ */
+bool
+edge_header_name_message_reserved(const char *name, size_t len)
+{
+	static const char *const credentials[] = {
+		"authorization", "proxy-authorization", "cookie", NULL
+	};
+
+	if (edge_header_name_reserved(name, len))
+		return true;
+	for (int i = 0; credentials[i] != NULL; i++)
+		if (len == strlen(credentials[i]) && ieq_prefix(name, len, credentials[i]))
 			return true;
 	return false;
 }

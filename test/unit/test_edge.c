@@ -71,6 +71,17 @@ test_header_values(void)
 	ok(!edge_header_value_valid(S("a\nb")), "LF in a value is refused");
 	ok(!edge_header_value_valid(S("a\r\nX-Injected: 1")), "CRLF injection is refused");
 	ok(!edge_header_value_valid(S("a\0b")), "NUL in a value is refused");
+	ok(!edge_header_value_valid(S("a\x01""b")), "SOH in a value is refused");
+	ok(!edge_header_value_valid(S("a\x0b""b")), "VT in a value is refused");
+	ok(!edge_header_value_valid(S("a\x0c""b")), "FF in a value is refused");
+	ok(!edge_header_value_valid(S("a\x7f""b")), "DEL in a value is refused");
+	ok(!edge_header_value_valid(S("a\xc2\x85""b")), "U+0085 (NEL, C1) in a value is refused");
+	ok(edge_header_value_valid(S("a\xc2\xa0""b")), "U+00A0 (not a control) in a value is valid");
+	ok(edge_control_free(S("order.created"), false), "a plain topic has no control");
+	ok(!edge_control_free(S("a\tb"), false), "HTAB is a control where it is not allowed");
+	ok(!edge_control_free(S("a\xc2\x9f"), false), "U+009F is a C1 control");
+	ok(edge_control_free(S("a\xc2"), false), "a lone C2 at the end is no control (and is read no further)");
+	ok(edge_control_free(S("caf\xc3\xa9"), false), "UTF-8 letters are no controls");
 	memset(buf, 'v', GRELOUT_HEADER_VALUE_MAX + 1);
 	ok(edge_header_value_valid(buf, GRELOUT_HEADER_VALUE_MAX),
 	   "value of %d bytes is valid", GRELOUT_HEADER_VALUE_MAX);
@@ -104,6 +115,13 @@ test_header_reserved(void)
 	ok(edge_header_name_reserved("hostname", 4),
 	   "only the given length counts (\"host\" of \"hostname\")");
 	ok(!edge_header_name_reserved("", 0), "empty name is not reserved");
+	ok(edge_header_name_message_reserved(S("Authorization")), "messages may not set Authorization");
+	ok(edge_header_name_message_reserved(S("proxy-AUTHORIZATION")), "... nor Proxy-Authorization");
+	ok(edge_header_name_message_reserved(S("Cookie")), "... nor Cookie");
+	ok(edge_header_name_message_reserved(S("webhook-id")), "... nor any reserved name");
+	ok(!edge_header_name_reserved(S("Authorization")), "handlers may set Authorization");
+	ok(!edge_header_name_message_reserved(S("Authorizations")), "a longer name is free");
+	ok(!edge_header_name_message_reserved(S("X-HTTP-Method-Override")), "X-HTTP-Method-Override is free");
 }
 
 /* -------------------------------------------------------------------- URL */
