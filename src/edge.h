@@ -90,4 +90,12 @@ extern bool edge_cidr_contains(const EdgeCidr *cidr, const struct sockaddr *sa);
 extern int	edge_cidr_list_parse(const char *text, EdgeCidr *cidrs, int max,
 								 const char **bad, size_t *badlen);
 
+/* A parsed list of CIDRs, as grelout.allowed_networks holds at most. */
+#define EDGE_CIDR_LIST_MAX	64
+typedef struct EdgeCidrList
+{
+	int			n;
+	EdgeCidr	cidrs[EDGE_CIDR_LIST_MAX];
+} EdgeCidrList;
+
 #endif							/* GRELOUT_EDGE_H */

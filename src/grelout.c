@@ -40,7 +40,9 @@ bool		grelout_dead_letter = true;
 int			grelout_max_payload_size = 1024 * 1024;
 char	   *grelout_ca_file = NULL;
 bool		grelout_block_private_networks = false;
-char	   *grelout_allowed_networks = NULL;
+static char *grelout_allowed_networks_string = NULL;
+static const EdgeCidrList no_networks = {0};
+const EdgeCidrList *grelout_allowed_networks = &no_networks;
 
 static char *grelout_keep_delivered = NULL;
 GreloutKeepMode grelout_keep_mode = GRELOUT_KEEP_OFF;
@@ -136,25 +138,48 @@ assign_keep_delivered(const char *newval, void *extra)
 }
 
 /*
- * check_allowed_networks: a list of CIDRs separated by commas or spaces.
+ * check_allowed_networks: a list of CIDRs separated by commas or spaces,
+ * parsed here once into the setting's extra so that no reader parses the
+ * string again.
  */
 static bool
 check_allowed_networks(char **newval, void **extra, GucSource source)
 {
-	EdgeCidr	cidrs[64];
+	EdgeCidrList *result;
 	const char *bad;
 	size_t		badlen;
+	int			n;
 
-	if (*newval == NULL)
-		return true;
-	if (edge_cidr_list_parse(*newval, cidrs, lengthof(cidrs), &bad, &badlen) < 0)
+	result = (EdgeCidrList *) malloc(sizeof(EdgeCidrList));
+	if (result == NULL)
+		return false;
+	n = edge_cidr_list_parse(*newval ? *newval : "", result->cidrs,
+							 EDGE_CIDR_LIST_MAX, &bad, &badlen);
+	if (n < 0)
 	{
-		GUC_check_errmsg("invalid value for grelout.allowed_networks: \"%.*s\" is not a CIDR",
-						 (int) Min(badlen, 64), bad);
-		GUC_check_errhint("List up to 64 networks such as '10.0.0.0/8, fd00::/8'.");
+		EdgeCidr	one;
+
+		free(result);
+		if (edge_cidr_parse(bad, badlen, &one))
+			GUC_check_errmsg("grelout.allowed_networks lists more than %d networks",
+							 EDGE_CIDR_LIST_MAX);
+		else
+			GUC_check_errmsg("invalid value for grelout.allowed_networks: \"%.*s\" is not a CIDR",
+							 (int) Min(badlen, 64), bad);
+		GUC_check_errhint("List up to %d networks such as '10.0.0.0/8, fd00::/8'.",
+						  EDGE_CIDR_LIST_MAX);
 		return false;
 	}
+	result->n = n;
+	*extra = result;
 	return true;
+}
+
+/* assign_allowed_networks: publish the parsed list. */
+static void
+assign_allowed_networks(const char *newval, void *extra)
+{
+	grelout_allowed_networks = extra ? (const EdgeCidrList *) extra : &no_networks;
 }
 
 /*
@@ -239,8 +264,9 @@ define_settings(void)
 							 PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomStringVariable("grelout.allowed_networks",
 							   "Comma-separated CIDRs let through when private networks are blocked.",
-							   NULL, &grelout_allowed_networks, "",
-							   PGC_SIGHUP, 0, check_allowed_networks, NULL, NULL);
+							   NULL, &grelout_allowed_networks_string, "",
+							   PGC_SIGHUP, 0,
+							   check_allowed_networks, assign_allowed_networks, NULL);
 
 	MarkGUCPrefixReserved("grelout");
 }

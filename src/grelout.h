@@ -41,7 +41,8 @@ extern bool grelout_dead_letter;
 extern int	grelout_max_payload_size;	/* bytes */
 extern char *grelout_ca_file;
 extern bool grelout_block_private_networks;
-extern char *grelout_allowed_networks;
+/* grelout.allowed_networks, parsed once by its check hook */
+extern const struct EdgeCidrList *grelout_allowed_networks;
 
 /* grelout.keep_delivered, parsed */
 typedef enum GreloutKeepMode

@@ -32,8 +32,6 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#define MAX_ALLOWED_NETWORKS	64
-
 struct HttpEngine
 {
 	CURLM	   *multi;
@@ -42,8 +40,7 @@ struct HttpEngine
 	int			running;
 	char	   *ca_file;
 	bool		block_private;
-	EdgeCidr	allowed[MAX_ALLOWED_NETWORKS];
-	int			nallowed;
+	EdgeCidrList allowed;		/* a copy of grelout.allowed_networks */
 };
 
 /* now_ms: a monotonic clock in milliseconds. */
@@ -180,8 +177,8 @@ address_refused(HttpRequest *req, const struct sockaddr *sa)
 		{
 			bool		allowed = false;
 
-			for (int i = 0; i < engine->nallowed && !allowed; i++)
-				allowed = edge_cidr_contains(&engine->allowed[i], sa);
+			for (int i = 0; i < engine->allowed.n && !allowed; i++)
+				allowed = edge_cidr_contains(&engine->allowed.cidrs[i], sa);
 			if (!allowed)
 			{
 				char		host[INET6_ADDRSTRLEN] = "?";
@@ -275,23 +272,20 @@ http_engine_create(void)
 
 /*
  * http_engine_configure: the settings that apply to requests started from
- * now on.  An allowed_networks list that does not parse lets nothing
- * through (the setting's check hook refuses such a value anyway).
+ * now on.  allowed_networks is the list grelout.allowed_networks' check
+ * hook parsed (NULL for none); the engine keeps a copy of it.
  */
 void
 http_engine_configure(HttpEngine *engine, const char *ca_file,
-					  bool block_private, const char *allowed_networks)
+					  bool block_private, const EdgeCidrList *allowed_networks)
 {
-	const char *bad;
-	size_t		badlen;
-	int			n;
-
 	free(engine->ca_file);
 	engine->ca_file = (ca_file && ca_file[0]) ? strdup(ca_file) : NULL;
 	engine->block_private = block_private;
-	n = edge_cidr_list_parse(allowed_networks ? allowed_networks : "",
-							 engine->allowed, MAX_ALLOWED_NETWORKS, &bad, &badlen);
-	engine->nallowed = (n < 0) ? 0 : n;
+	if (allowed_networks)
+		engine->allowed = *allowed_networks;
+	else
+		engine->allowed.n = 0;
 }
 
 /* http_engine_fd: the descriptor to wait on for socket activity. */

@@ -50,7 +50,8 @@ typedef struct HttpEngine HttpEngine;
 
 extern HttpEngine *http_engine_create(void);
 extern void http_engine_configure(HttpEngine *engine, const char *ca_file,
-								  bool block_private, const char *allowed_networks);
+								  bool block_private,
+								  const EdgeCidrList *allowed_networks);
 extern int	http_engine_fd(HttpEngine *engine);
 extern long http_engine_timeout(HttpEngine *engine);
 extern bool http_engine_start(HttpEngine *engine, HttpRequest *req);
