@@ -4,6 +4,7 @@
 -- extension is not relocatable; DROP EXTENSION removes everything.  Runs in
 -- a database of its own, which the relays do not serve.
 \set VERBOSITY terse
+SELECT current_database() AS regress_db \gset
 CREATE DATABASE regress_grelout_install;
 CREATE ROLE regress_grelout_hostile;
 \c regress_grelout_install
@@ -82,6 +83,6 @@ SELECT p.oid::regprocedure AS function
 FROM pg_proc p WHERE p.proname LIKE 'outbox\_%' ORDER BY p.proname;
 SELECT outbox_publish('install', '{}') IS NOT NULL AS published_unqualified;
 
-\c grelout_regress
+\c :regress_db
 DROP DATABASE regress_grelout_install;
 DROP ROLE regress_grelout_hostile;

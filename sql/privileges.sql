@@ -100,7 +100,8 @@ SELECT pg_temp.try($$SET grelout.max_payload_size = '100MB'$$) AS set_max_payloa
 SELECT pg_temp.try($$SELECT set_config('grelout.max_payload_size', '100MB', false)$$) AS set_config_max_payload;
 SELECT pg_temp.try($$SET LOCAL grelout.max_payload_size = '100MB'$$) AS set_local_max_payload;
 SELECT pg_temp.try($$ALTER ROLE regress_grelout_app SET grelout.max_payload_size = '100MB'$$) AS alter_role_max_payload;
-SELECT pg_temp.try($$ALTER DATABASE grelout_regress SET grelout.max_payload_size = '100MB'$$) AS alter_database;
+SELECT replace(pg_temp.try(format('ALTER DATABASE %I SET grelout.max_payload_size = %L',
+	current_database(), '100MB')), current_database(), '<this database>') AS alter_database;
 SELECT pg_temp.try(format('SET %s = %L', name, setting)) AS result, name
 FROM pg_settings WHERE name LIKE 'grelout.%' AND name <> 'grelout.max_payload_size' ORDER BY name;
 SELECT pg_temp.try($$SET grelout.undefined_thing = 1$$) AS set_unknown;
