@@ -2,9 +2,17 @@
 #
 #   make                  build grelout.so
 #   make install          install it into the PostgreSQL found by pg_config
+#   make installcheck     the regression, isolation and Perl TAP tests, as a
+#                         non-root user, against the installed server, which
+#                         must run with shared_preload_libraries = 'grelout'
+#                         and grelout.database = 'contrib_regression'
+#                         (PROVE_TESTS="test/t/020_delivery.pl ..." narrows
+#                         the TAP tests; TAP_TESTS= skips them)
 #   make test             the whole test suite (test/run), as root
+#   make fuzz             the libFuzzer targets (fuzz/run)
 #   make bench            the benchmark (bench/run)
 #   make chaos            the fault-injection soak (test/chaos/run)
+#   make demo             the live demo (scripts/demo), as root
 
 MODULE_big = grelout
 OBJS = \
@@ -26,13 +34,51 @@ PGFILEDESC = "grelout - transactional outbox with an in-server webhook relay"
 PG_CPPFLAGS = -I$(srcdir)/src
 SHLIB_LINK = -lcurl -lcrypto
 
+# Tests, run by "make installcheck" against an installed, running server.
+# The regression tests are the sql/*.sql files other than the install
+# scripts; PGXS runs them in contrib_regression, the database the relays
+# serve.  The isolation specs run in isolation_regression (the relays'
+# database cannot be dropped and created again while they are connected to
+# it).  The Perl TAP tests start clusters of their own; PGXS skips them,
+# saying so, when PostgreSQL was built without --enable-tap-tests.
+REGRESS = $(sort $(filter-out grelout--%,$(basename $(notdir $(wildcard $(srcdir)/sql/*.sql)))))
+REGRESS_OPTS =
+REGRESS_PREP = installcheck-prep
+ISOLATION = $(sort $(basename $(notdir $(wildcard $(srcdir)/specs/*.spec))))
+ISOLATION_OPTS =
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# After PGXS, which sets it: prove finds GreloutTest.pm in test/lib.
+# (PROVE_FLAGS stays free for the caller, e.g. PROVE_FLAGS=--verbose.)
+PG_PROVE_FLAGS += -I $(srcdir)/test/lib
+
+EXTRA_CLEAN = output_iso/ tmp_check/ tmp_check_iso/
+
+# installcheck-prep: pg_regress drops and creates its database, which fails
+# while the relays are connected to it; drop it first with FORCE (the relays
+# then wait for it to exist again).  Uses the server pg_regress will use
+# (PGHOST, PGPORT, PGUSER).  The TAP tests need Perl's IPC::Run.
+.PHONY: installcheck-prep
+installcheck-prep:
+	'$(bindir)/psql' -X -q -v ON_ERROR_STOP=1 -d postgres \
+		-c 'DROP DATABASE IF EXISTS $(CONTRIB_TESTDB) WITH (FORCE)'
+ifneq ($(strip $(TAP_TESTS)),)
+ifeq ($(enable_tap_tests),yes)
+	@perl -MIPC::Run -e 1 2>/dev/null || \
+		{ echo 'the Perl TAP tests need IPC::Run (libipc-run-perl); or skip them: make installcheck TAP_TESTS='; exit 1; }
+endif
+endif
+
 .PHONY: test bench chaos fuzz demo
 test:
 	bash test/run
+fuzz:
+	bash fuzz/run
 bench:
 	bash bench/run
 chaos:
