@@ -21,6 +21,7 @@ OBJS = \
 	src/ids.o \
 	src/edge.o \
 	src/validate.o \
+	src/mask.o \
 	src/publish.o \
 	src/sign.o \
 	src/store.o \

@@ -34,6 +34,16 @@ CREATE EXTENSION grelout;
 \echo :LAST_ERROR_SQLSTATE
 DROP FUNCTION public.outbox_purge(interval);
 
+-- and for the functions the 1.1 script adds after the 1.0 one
+SET ROLE regress_grelout_hostile;
+CREATE FUNCTION public.outbox_message_status(id uuid) RETURNS TABLE (state text)
+	LANGUAGE sql AS $$SELECT 'hijacked'$$;
+RESET ROLE;
+CREATE EXTENSION grelout;
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS installed FROM pg_extension WHERE extname = 'grelout';
+DROP FUNCTION public.outbox_message_status(uuid);
+
 -- a schema grelout pre-created, with a table in it
 SET ROLE regress_grelout_hostile;
 CREATE SCHEMA grelout;

@@ -1,4 +1,6 @@
--- privileges: nothing of grelout is granted to PUBLIC; a role granted
+-- privileges: nothing of grelout is granted to PUBLIC (but
+-- grelout._mask_url, which reads nothing, so that whoever may read
+-- grelout.handlers_masked can call it); a role granted
 -- EXECUTE on outbox_publish can publish, but can neither read the handlers
 -- (their secrets) nor read or change messages, nor run the operator
 -- functions, nor change any grelout setting; every SECURITY DEFINER
@@ -94,6 +96,9 @@ SELECT pg_temp.try($$SELECT outbox_redrive()$$) AS redrive;
 SELECT pg_temp.try($$SELECT outbox_redrive('priv')$$) AS redrive_topic;
 SELECT pg_temp.try($$SELECT outbox_purge()$$) AS purge;
 SELECT pg_temp.try($$SELECT outbox_purge('1 day')$$) AS purge_older;
+SELECT pg_temp.try($$SELECT outbox_purge(topic => 'priv', pending => true)$$) AS purge_pending;
+SELECT pg_temp.try($$SELECT * FROM outbox_message_status(gen_random_uuid())$$) AS message_status_without_grant;
+SELECT pg_temp.try($$SELECT grelout._mask_url('http://u:p@h/')$$) AS mask_url_without_usage;
 SELECT pg_temp.try($$SELECT grelout.relay_stats()$$) AS relay_stats;
 -- nor change any grelout setting, in any way
 SELECT pg_temp.try($$SET grelout.max_payload_size = '100MB'$$) AS set_max_payload;
@@ -128,15 +133,30 @@ SELECT pg_temp.try($$SELECT * FROM grelout.status$$) AS select_status_with_usage
 RESET ROLE;
 REVOKE USAGE ON SCHEMA grelout FROM regress_grelout_app;
 
--- what the role published is stored, owned by nobody in particular: three
--- calls, the third one deduplicated
-SELECT count(*) AS app_messages, count(dedup_key) AS with_dedup_key
-FROM grelout.outbox WHERE topic = 'priv';
+-- what the role published is stored under its name: three calls, the
+-- third one deduplicated
+SELECT published_by::regrole AS published_by, count(*) AS app_messages,
+	count(dedup_key) AS with_dedup_key
+FROM grelout.outbox WHERE topic = 'priv' GROUP BY published_by;
+
+-- outbox_message_status is granted like outbox_publish; with it the role
+-- sees its own message and nothing of another role's
+GRANT EXECUTE ON FUNCTION outbox_message_status(uuid) TO regress_grelout_app;
+SELECT outbox_publish('priv.other', '{}') AS other_id \gset
+SET ROLE regress_grelout_app;
+SELECT outbox_publish('priv.status', '{}') AS own_id \gset
+SELECT state, topic FROM outbox_message_status(:'own_id');
+SELECT count(*) AS other_role_rows FROM outbox_message_status(:'other_id');
+RESET ROLE;
+SET ROLE regress_grelout_nobody;
+SELECT pg_temp.try(format('SELECT * FROM outbox_message_status(%L)', :'own_id')) AS nobody_status;
+RESET ROLE;
+DELETE FROM grelout.outbox WHERE topic IN ('priv.other', 'priv.status');
 
 -- an operator role given EXECUTE on the operator functions can use them
 -- without any right on the tables
 CREATE ROLE regress_grelout_ops;
-GRANT EXECUTE ON FUNCTION outbox_redrive(text), outbox_purge(interval) TO regress_grelout_ops;
+GRANT EXECUTE ON FUNCTION outbox_redrive(text), outbox_purge(interval, text, boolean) TO regress_grelout_ops;
 UPDATE grelout.outbox SET state = 'dead', dead_at = now() WHERE topic = 'priv' AND dedup_key IS NULL;
 SET ROLE regress_grelout_ops;
 SELECT outbox_redrive('priv') AS ops_redrive;
@@ -145,6 +165,8 @@ RESET ROLE;
 UPDATE grelout.outbox SET state = 'delivered', delivered_at = now() WHERE topic = 'priv' AND dedup_key IS NULL;
 SET ROLE regress_grelout_ops;
 SELECT outbox_purge() AS ops_purge;
+-- the operator may also delete the pending messages of a topic
+SELECT outbox_purge(topic => 'priv', pending => true) AS ops_purge_pending;
 RESET ROLE;
 SELECT count(*) AS left_messages FROM grelout.outbox WHERE topic = 'priv';
 
@@ -167,6 +189,7 @@ SET client_min_messages = warning;
 DROP SCHEMA regress_grelout_evil CASCADE;
 RESET client_min_messages;
 TRUNCATE grelout.outbox;
-REVOKE ALL ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text) FROM regress_grelout_app;
-REVOKE ALL ON FUNCTION outbox_redrive(text), outbox_purge(interval) FROM regress_grelout_ops;
+REVOKE ALL ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text),
+	outbox_message_status(uuid) FROM regress_grelout_app;
+REVOKE ALL ON FUNCTION outbox_redrive(text), outbox_purge(interval, text, boolean) FROM regress_grelout_ops;
 DROP ROLE regress_grelout_app, regress_grelout_nobody, regress_grelout_ops;

@@ -193,6 +193,106 @@ edge_url_check(const char *url, size_t len)
 	return EDGE_URL_OK;
 }
 
+/* put: append n bytes of src at out[*o]. */
+static void
+put(char *out, size_t *o, const char *src, size_t n)
+{
+	memcpy(out + *o, src, n);
+	*o += n;
+}
+
+/*
+ * edge_url_mask: url with its secrets masked, for showing to operators.
+ * The userinfo of an http or https URL becomes three asterisks (so
+ * "https://alice:pw@host/" reads "https://" + "***" + "@host/"), so does the
+ * value of every query parameter ("?token=abc&x" reads "?token=***&***":
+ * a parameter without '=' is masked whole), and so does a fragment.
+ * Scheme, host, port and path are kept.  Anything that is not such a URL
+ * is masked whole.  out must hold
+ * EDGE_URL_MASK_SIZE(len) bytes; the result is not NUL-terminated and its
+ * length is returned.
+ */
+size_t
+edge_url_mask(const char *url, size_t len, char *out)
+{
+	size_t		start;
+	size_t		end;
+	size_t		host;
+	size_t		i;
+	size_t		o = 0;
+
+	if (ieq_prefix(url, len, "http://"))
+		start = 7;
+	else if (ieq_prefix(url, len, "https://"))
+		start = 8;
+	else
+	{
+		put(out, &o, "***", 3);
+		return o;
+	}
+
+	/* scheme, then the authority with any userinfo masked */
+	put(out, &o, url, start);
+	end = start;
+	while (end < len && url[end] != '/' && url[end] != '?' && url[end] != '#')
+		end++;
+	host = start;
+	for (i = start; i < end; i++)
+		if (url[i] == '@')
+			host = i + 1;
+	if (host > start)
+		put(out, &o, "***@", 4);
+	put(out, &o, url + host, end - host);
+
+	/* the path, as it is */
+	i = end;
+	while (i < len && url[i] != '?' && url[i] != '#')
+		i++;
+	put(out, &o, url + end, i - end);
+
+	/* the query: every parameter's value masked */
+	if (i < len && url[i] == '?')
+	{
+		put(out, &o, "?", 1);
+		i++;
+		while (i < len && url[i] != '#')
+		{
+			size_t		p = i;
+			size_t		eq = 0;
+			bool		has_eq = false;
+
+			while (p < len && url[p] != '&' && url[p] != ';' && url[p] != '#')
+			{
+				if (url[p] == '=' && !has_eq)
+				{
+					has_eq = true;
+					eq = p;
+				}
+				p++;
+			}
+			if (has_eq)
+			{
+				put(out, &o, url + i, eq + 1 - i);
+				if (p > eq + 1)
+					put(out, &o, "***", 3);
+			}
+			else if (p > i)
+				put(out, &o, "***", 3);
+			if (p < len && url[p] != '#')
+			{
+				put(out, &o, url + p, 1);
+				p++;
+			}
+			i = p;
+		}
+	}
+
+	/* the fragment, masked whole */
+	if (i < len && url[i] == '#')
+		put(out, &o, i + 1 < len ? "#***" : "#", i + 1 < len ? 4 : 1);
+	return o;
+}
+
 static const char b64chars[] =
 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

@@ -38,6 +38,9 @@ typedef enum EdgeUrlError
 	EDGE_URL_BAD_CHAR
 } EdgeUrlError;
 extern EdgeUrlError edge_url_check(const char *url, size_t len);
+/* room edge_url_mask needs: each byte may become "***", plus a "***@" */
+#define EDGE_URL_MASK_SIZE(len)		(3 * (len) + 4)
+extern size_t edge_url_mask(const char *url, size_t len, char *out);
 
 /* base64 and Standard Webhooks secrets */
 extern size_t edge_base64_encode(const unsigned char *src, size_t len, char *dst);

@@ -18,10 +18,11 @@
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
-#define GRELOUT_VERSION			"1.0"
+#define GRELOUT_VERSION			"1.1"
 #define GRELOUT_USER_AGENT		"grelout/" GRELOUT_VERSION
 #define GRELOUT_MAX_WORKERS		64
 #define GRELOUT_LAST_ERROR_MAX	512		/* bytes of last_error kept */
+#define GRELOUT_TOPIC_MAX		255		/* bytes of a topic */
 
 /* grelout.c: settings */
 extern char *grelout_database;
@@ -98,11 +99,14 @@ extern void grelout_slot_error(GreloutRelaySlot *slot, const char *error);
 extern void grelout_uuid7(pg_uuid_t *uuid);
 
 /* validate.c */
-extern void grelout_check_headers(Jsonb *headers, const char *what);
+extern void grelout_check_headers(Jsonb *headers, const char *what,
+								  bool message_rules);
+extern void grelout_check_topic(text *topic, const char *what);
 extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
 
 /* publish.c */
 extern void grelout_publish_init(void);
+extern struct _SPI_plan *grelout_keep_plan(const char *sql, int nargs, Oid *argtypes);
 
 /* relay.c */
 extern void grelout_register_relays(void);

@@ -2,7 +2,8 @@
  *
  * publish.c
  *	  The producer side of grelout: outbox_publish, which stages a message
- *	  in the caller's transaction; the operator functions outbox_redrive and
+ *	  in the caller's transaction, and outbox_message_status, a publisher's
+ *	  view of its own message; the operator functions outbox_redrive and
  *	  outbox_purge; and the wake-up of the relays when a transaction that
  *	  published (or redrove) commits.
  *
@@ -10,25 +11,46 @@
  * part of the caller's transaction, savepoints included.  Its statements
  * are planned once per backend and kept.
  *
+ * Two schemas are served.  The SQL functions of the 1.0 schema point at
+ * grelout_publish and grelout_purge, which run the 1.0 statements; those of
+ * the 1.1 schema point at the _1_1 symbols, which run the 1.1 statements.
+ * So the statements a backend uses follow pg_proc: after ALTER EXTENSION
+ * grelout UPDATE commits, its next call is a 1.1 call.
+ *
+ * Under 1.1 outbox_publish runs as its caller (SECURITY INVOKER), records
+ * current_user as the message's published_by and deduplicates per
+ * publishing role, and raises its privileges to the owner of grelout.outbox
+ * only around its own statements.
+ *
  *-------------------------------------------------------------------------
  */
 #include "grelout.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
-#include "common/int.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
+#include "edge.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(grelout_publish);
+PG_FUNCTION_INFO_V1(grelout_publish_1_1);
+PG_FUNCTION_INFO_V1(grelout_message_status_1_1);
 PG_FUNCTION_INFO_V1(grelout_redrive);
 PG_FUNCTION_INFO_V1(grelout_purge);
+PG_FUNCTION_INFO_V1(grelout_purge_1_1);
 
-#define MAX_TOPIC_BYTES		255
 #define MAX_KEY_BYTES		255
 
 /* Set when the current transaction staged work for the relays. */
@@ -36,10 +58,28 @@ static bool wake_at_commit = false;
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
+/* The statements of outbox_publish under one schema version. */
+typedef struct PublishPlans
+{
+	SPIPlanPtr	insert;			/* a message without dedup_key */
+	SPIPlanPtr	insert_dedup;	/* with one, unless the key is stored */
+	SPIPlanPtr	lookup_dedup;	/* the stored message of a key */
+	SPIPlanPtr	lookup_legacy;	/* 1.1: a key stored under 1.0 */
+} PublishPlans;
+
 /* Plans kept for the life of the backend. */
-static SPIPlanPtr insert_plan = NULL;
-static SPIPlanPtr insert_dedup_plan = NULL;
-static SPIPlanPtr lookup_dedup_plan = NULL;
+static PublishPlans plans_1_0;
+static PublishPlans plans_1_1;
+static SPIPlanPtr status_plan = NULL;
+
+/*
+ * Parameters of the publish statements: $1 id, $2 topic, $3 key,
+ * $4 payload, $5 headers, $6 dedup_key, $7 available_at, $8 published_by.
+ */
+#define PUBLISH_NARGS	8
+static Oid	publish_argtypes[PUBLISH_NARGS] = {
+	UUIDOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID, TEXTOID, TIMESTAMPTZOID, OIDOID
+};
 
 /*
  * publish_xact_callback: after a commit that staged messages, wake the
@@ -102,9 +142,13 @@ grelout_publish_init(void)
 	ProcessUtility_hook = publish_process_utility;
 }
 
-/* keep_plan: prepare a statement once and keep it for the backend's life. */
-static SPIPlanPtr
-keep_plan(const char *sql, int nargs, Oid *argtypes)
+/*
+ * grelout_keep_plan: prepare a statement once and keep it for the
+ * backend's life.  PostgreSQL revalidates a kept plan when the objects it
+ * uses change (ALTER EXTENSION UPDATE included).
+ */
+SPIPlanPtr
+grelout_keep_plan(const char *sql, int nargs, Oid *argtypes)
 {
 	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
 
@@ -116,31 +160,158 @@ keep_plan(const char *sql, int nargs, Oid *argtypes)
 	return plan;
 }
 
-/* prepare_plans: the statements of outbox_publish. */
-static void
-prepare_plans(void)
+/* prepare_plans_1_0: the statements of outbox_publish on a 1.0 schema. */
+static PublishPlans *
+prepare_plans_1_0(void)
 {
-	Oid			types[7] = {UUIDOID, TEXTOID, TEXTOID, JSONBOID, JSONBOID,
-	TEXTOID, TIMESTAMPTZOID};
+	PublishPlans *p = &plans_1_0;
 
-	if (insert_plan == NULL)
-		insert_plan = keep_plan(
-								"INSERT INTO grelout.outbox"
-								" (id, topic, key, payload, headers, available_at)"
-								" VALUES ($1, $2, $3, $4, $5, $7)",
-								7, types);
-	if (insert_dedup_plan == NULL)
-		insert_dedup_plan = keep_plan(
+	if (p->insert == NULL)
+		p->insert = grelout_keep_plan(
 									  "INSERT INTO grelout.outbox"
-									  " (id, topic, key, payload, headers, dedup_key, available_at)"
-									  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
-									  " ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
-									  " DO NOTHING",
-									  7, types);
-	if (lookup_dedup_plan == NULL)
-		lookup_dedup_plan = keep_plan(
-									  "SELECT id FROM grelout.outbox WHERE dedup_key = $1",
-									  1, &types[5]);
+									  " (id, topic, key, payload, headers, available_at)"
+									  " VALUES ($1, $2, $3, $4, $5, $7)",
+									  7, publish_argtypes);
+	if (p->insert_dedup == NULL)
+		p->insert_dedup = grelout_keep_plan(
+											"INSERT INTO grelout.outbox"
+											" (id, topic, key, payload, headers, dedup_key, available_at)"
+											" VALUES ($1, $2, $3, $4, $5, $6, $7)"
+											" ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
+											" DO NOTHING",
+											7, publish_argtypes);
+	if (p->lookup_dedup == NULL)
+		p->lookup_dedup = grelout_keep_plan(
+											"SELECT id FROM grelout.outbox"
+											" WHERE dedup_key = $6",
+											PUBLISH_NARGS, publish_argtypes);
+	return p;
+}
+
+/*
+ * prepare_plans_1_1: the statements of outbox_publish on a 1.1 schema.
+ * The dedup index is (published_by, dedup_key): an insert waits only on a
+ * transaction that inserted or deleted the same key for the same role.
+ */
+static PublishPlans *
+prepare_plans_1_1(void)
+{
+	PublishPlans *p = &plans_1_1;
+
+	if (p->insert == NULL)
+		p->insert = grelout_keep_plan(
+									  "INSERT INTO grelout.outbox"
+									  " (id, topic, key, payload, headers, available_at, published_by)"
+									  " VALUES ($1, $2, $3, $4, $5, $7, $8)",
+									  PUBLISH_NARGS, publish_argtypes);
+	if (p->insert_dedup == NULL)
+		p->insert_dedup = grelout_keep_plan(
+											"INSERT INTO grelout.outbox"
+											" (id, topic, key, payload, headers, dedup_key, available_at, published_by)"
+											" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+											" ON CONFLICT (published_by, dedup_key) WHERE dedup_key IS NOT NULL"
+											" DO NOTHING",
+											PUBLISH_NARGS, publish_argtypes);
+	if (p->lookup_dedup == NULL)
+		p->lookup_dedup = grelout_keep_plan(
+											"SELECT id FROM grelout.outbox"
+											" WHERE published_by = $8 AND dedup_key = $6",
+											PUBLISH_NARGS, publish_argtypes);
+	if (p->lookup_legacy == NULL)
+		p->lookup_legacy = grelout_keep_plan(
+											 "SELECT id FROM grelout.outbox"
+											 " WHERE published_by IS NULL AND dedup_key = $6",
+											 PUBLISH_NARGS, publish_argtypes);
+	return p;
+}
+
+/*
+ * outbox_owner: the owner of grelout.outbox, whose rights outbox_publish
+ * takes for its own statements.
+ */
+static Oid
+outbox_owner(void)
+{
+	Oid			nsp = get_namespace_oid("grelout", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("outbox", nsp) : InvalidOid;
+	HeapTuple	tup;
+	Oid			owner;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table grelout.outbox does not exist"),
+				 errhint("Run CREATE EXTENSION grelout.")));
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * lookup_id: run a lookup plan; true and *id set when it found a message.
+ */
+static bool
+lookup_id(SPIPlanPtr plan, Datum *values, const char *nulls, pg_uuid_t *id)
+{
+	int			ret = SPI_execute_plan(plan, values, nulls, false, 1);
+	bool		isnull;
+	Datum		d;
+
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not look up dedup_key: %s", SPI_result_code_string(ret));
+	if (SPI_processed != 1)
+		return false;
+	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	memcpy(id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
+	return true;
+}
+
+/*
+ * stage: run the insert of one message (values/nulls as publish_argtypes)
+ * inside SPI, deduplicating when it has a dedup_key; *id is the new
+ * message's id on entry and the stored message's id on return.
+ */
+static void
+stage(PublishPlans *plans, Datum *values, char *nulls, pg_uuid_t *id)
+{
+	int			ret;
+
+	if (nulls[5] == 'n')
+	{
+		ret = SPI_execute_plan(plans->insert, values, nulls, false, 0);
+		if (ret != SPI_OK_INSERT || SPI_processed != 1)
+			elog(ERROR, "could not stage message: %s", SPI_result_code_string(ret));
+		return;
+	}
+
+	/* 1.1: a key stored under 1.0 (no publisher recorded) matches any role */
+	if (plans->lookup_legacy != NULL &&
+		lookup_id(plans->lookup_legacy, values, nulls, id))
+		return;
+
+	/*
+	 * A conflict means a message with this dedup_key is stored: return its
+	 * id.  If that row is deleted between the two statements (it was
+	 * delivered meanwhile), the insert is tried again.
+	 */
+	for (int tries = 0;; tries++)
+	{
+		ret = SPI_execute_plan(plans->insert_dedup, values, nulls, false, 0);
+		if (ret != SPI_OK_INSERT)
+			elog(ERROR, "could not stage message: %s", SPI_result_code_string(ret));
+		if (SPI_processed == 1)
+			return;
+		if (lookup_id(plans->lookup_dedup, values, nulls, id))
+			return;
+		if (tries >= 10)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not stage message with dedup_key: the stored message kept changing"),
+					 errhint("Retry the transaction.")));
+	}
 }
 
 /* check_length: a text argument's byte length within max, or an error. */
@@ -154,41 +325,24 @@ check_length(text *value, const char *what, int max)
 }
 
 /*
- * check_no_control: refuse ASCII control characters, which could not be
- * sent in a request header.
+ * publish: outbox_publish(topic, payload, key, headers, delay, dedup_key)
+ * under the 1.0 schema (v11 false: 1.0 statements, 1.0 naming rules) or
+ * the 1.1 schema (published_by, dedup per role, reserved topics and
+ * message header names, run as the caller with raised privileges).
  */
-static void
-check_no_control(text *value, const char *what)
-{
-	const char *p = VARDATA_ANY(value);
-
-	for (int i = 0; i < VARSIZE_ANY_EXHDR(value); i++)
-	{
-		unsigned char c = (unsigned char) p[i];
-
-		if (c < 0x20 || c == 0x7F)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s must not contain control characters", what)));
-	}
-}
-
-/*
- * grelout_publish: outbox_publish(topic, payload, key, headers, delay,
- * dedup_key) RETURNS uuid.
- */
-Datum
-grelout_publish(PG_FUNCTION_ARGS)
+static Datum
+publish(FunctionCallInfo fcinfo, bool v11)
 {
 	text	   *topic;
 	Jsonb	   *payload;
 	Jsonb	   *headers;
 	TimestampTz available_at = GetCurrentTransactionStartTimestamp();
 	pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
-	Datum		values[7];
-	char		nulls[7] = {' ', ' ', 'n', ' ', ' ', 'n', ' '};
-	bool		has_dedup = !PG_ARGISNULL(5);
-	int			ret;
+	Datum		values[PUBLISH_NARGS];
+	char		nulls[PUBLISH_NARGS] = {' ', ' ', 'n', ' ', ' ', 'n', ' ', ' '};
+	Oid			publisher = GetUserId();
+	Oid			save_userid;
+	int			save_sec_context;
 
 	/* topic */
 	if (PG_ARGISNULL(0))
@@ -196,12 +350,13 @@ grelout_publish(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("topic must not be null")));
 	topic = PG_GETARG_TEXT_PP(0);
-	if (VARSIZE_ANY_EXHDR(topic) == 0)
+	grelout_check_topic(topic, "topic");
+	if (v11 && VARSIZE_ANY_EXHDR(topic) >= 8 &&
+		memcmp(VARDATA_ANY(topic), "grelout.", 8) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic must not be empty")));
-	check_length(topic, "topic", MAX_TOPIC_BYTES);
-	check_no_control(topic, "topic");
+				 errmsg("topics beginning with \"grelout.\" are reserved"),
+				 errdetail("grelout publishes its own operational events there.")));
 
 	/* payload */
 	if (PG_ARGISNULL(1))
@@ -226,13 +381,19 @@ grelout_publish(PG_FUNCTION_ARGS)
 	/* key and dedup_key */
 	if (!PG_ARGISNULL(2))
 	{
-		check_length(PG_GETARG_TEXT_PP(2), "key", MAX_KEY_BYTES);
-		/* the key travels in the grelout-key request header */
-		check_no_control(PG_GETARG_TEXT_PP(2), "key");
-		values[2] = PG_GETARG_DATUM(2);
+		text	   *key = PG_GETARG_TEXT_PP(2);
+
+		check_length(key, "key", MAX_KEY_BYTES);
+		/* the key travels in the grelout-key request header and in logs */
+		if (!edge_control_free(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), false))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key must not contain control characters"),
+					 errdetail("C0 and C1 control characters (U+0000 to U+001F, U+007F to U+009F) are refused.")));
+		values[2] = PointerGetDatum(key);
 		nulls[2] = ' ';
 	}
-	if (has_dedup)
+	if (!PG_ARGISNULL(5))
 	{
 		text	   *dedup = PG_GETARG_TEXT_PP(5);
 
@@ -252,7 +413,7 @@ grelout_publish(PG_FUNCTION_ARGS)
 	else
 	{
 		headers = PG_GETARG_JSONB_P(3);
-		grelout_check_headers(headers, "message headers");
+		grelout_check_headers(headers, "message headers", v11);
 	}
 
 	/*
@@ -281,72 +442,132 @@ grelout_publish(PG_FUNCTION_ARGS)
 	values[3] = JsonbPGetDatum(payload);
 	values[4] = JsonbPGetDatum(headers);
 	values[6] = TimestampTzGetDatum(available_at);
+	values[7] = ObjectIdGetDatum(publisher);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	prepare_plans();
-
-	if (!has_dedup)
+	if (!v11)
 	{
-		ret = SPI_execute_plan(insert_plan, values, nulls, false, 0);
-		if (ret != SPI_OK_INSERT || SPI_processed != 1)
-			elog(ERROR, "could not stage message: %s", SPI_result_code_string(ret));
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		stage(prepare_plans_1_0(), values, nulls, id);
+		SPI_finish();
 	}
 	else
 	{
 		/*
-		 * A conflict means a message with this dedup_key is stored: return
-		 * its id.  If that row is deleted between the two statements (it was
-		 * delivered meanwhile), the insert is tried again.
+		 * The caller may not touch grelout.outbox: take the rights of its
+		 * owner for our own statements only, and give them back whatever
+		 * happens.
 		 */
-		for (int tries = 0;; tries++)
+		GetUserIdAndSecContext(&save_userid, &save_sec_context);
+		SetUserIdAndSecContext(outbox_owner(),
+							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		PG_TRY();
 		{
-			ret = SPI_execute_plan(insert_dedup_plan, values, nulls, false, 0);
-			if (ret != SPI_OK_INSERT)
-				elog(ERROR, "could not stage message: %s", SPI_result_code_string(ret));
-			if (SPI_processed == 1)
-				break;
-
-			ret = SPI_execute_plan(lookup_dedup_plan, &values[5], &nulls[5], false, 1);
-			if (ret != SPI_OK_SELECT)
-				elog(ERROR, "could not look up dedup_key: %s", SPI_result_code_string(ret));
-			if (SPI_processed == 1)
-			{
-				bool		isnull;
-				Datum		d = SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 1, &isnull);
-
-				memcpy(id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
-				break;
-			}
-			if (tries >= 10)
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not stage message with dedup_key: the stored message kept changing"),
-						 errhint("Retry the transaction.")));
+			if (SPI_connect() != SPI_OK_CONNECT)
+				elog(ERROR, "SPI_connect failed");
+			stage(prepare_plans_1_1(), values, nulls, id);
+			SPI_finish();
 		}
+		PG_FINALLY();
+		{
+			SetUserIdAndSecContext(save_userid, save_sec_context);
+		}
+		PG_END_TRY();
 	}
-	SPI_finish();
 
 	wake_at_commit = true;
 	PG_RETURN_UUID_P(id);
 }
 
+/* grelout_publish: outbox_publish of the 1.0 schema (SECURITY DEFINER). */
+Datum
+grelout_publish(PG_FUNCTION_ARGS)
+{
+	return publish(fcinfo, false);
+}
+
+/* grelout_publish_1_1: outbox_publish of the 1.1 schema (SECURITY INVOKER). */
+Datum
+grelout_publish_1_1(PG_FUNCTION_ARGS)
+{
+	return publish(fcinfo, true);
+}
+
 /*
- * run_counted: run one statement with one (possibly null) argument and
+ * grelout_message_status_1_1: outbox_message_status(id) RETURNS TABLE
+ * (state, attempts, last_error, available_at, created_at, topic, handler):
+ * the message with this id if the calling role (current_user) published
+ * it, one row a handler; no row for another role's message or an unknown
+ * id.  Runs as its caller and raises its privileges for its one query.
+ */
+Datum
+grelout_message_status_1_1(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			argtypes[2] = {UUIDOID, OIDOID};
+	Datum		args[2];
+	Oid			save_userid;
+	int			save_sec_context;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (PG_ARGISNULL(0))
+		return (Datum) 0;
+	args[0] = PG_GETARG_DATUM(0);
+	args[1] = ObjectIdGetDatum(GetUserId());
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(outbox_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	PG_TRY();
+	{
+		int			ret;
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (status_plan == NULL)
+			status_plan = grelout_keep_plan(
+											"SELECT o.state, o.attempts, o.last_error, o.available_at,"
+											" o.created_at, o.topic, h.topic"
+											" FROM grelout.outbox AS o"
+											" LEFT JOIN grelout.handlers AS h ON h.topic = o.topic"
+											" WHERE o.id = $1 AND o.published_by = $2",
+											2, argtypes);
+		ret = SPI_execute_plan(status_plan, args, NULL, true, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "could not read message status: %s", SPI_result_code_string(ret));
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			Datum		values[7];
+			bool		nulls[7];
+
+			heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
+							  values, nulls);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	PG_END_TRY();
+	return (Datum) 0;
+}
+
+/*
+ * run_counted: run one statement with nargs (possibly null) arguments and
  * return how many rows it changed.
  */
 static uint64
-run_counted(const char *sql, Oid argtype, Datum arg, bool argnull,
-			int expected, const char *what)
+run_counted(const char *sql, int nargs, Oid *argtypes, Datum *args,
+			const char *nulls, int expected, const char *what)
 {
-	char		nulls[1] = {argnull ? 'n' : ' '};
 	int			ret;
 	uint64		n;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	ret = SPI_execute_with_args(sql, 1, &argtype, &arg, nulls, false, 0);
+	ret = SPI_execute_with_args(sql, nargs, argtypes, args, nulls, false, 0);
 	if (ret != expected)
 		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(ret));
 	n = SPI_processed;
@@ -362,41 +583,93 @@ run_counted(const char *sql, Oid argtype, Datum arg, bool argnull,
 Datum
 grelout_redrive(PG_FUNCTION_ARGS)
 {
+	Oid			argtype = TEXTOID;
+	Datum		arg = PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0);
 	uint64		n;
 
 	n = run_counted("UPDATE grelout.outbox"
 					" SET state = 'pending', attempts = 0, available_at = now(),"
 					" dead_at = NULL, lease = NULL"
 					" WHERE state = 'dead' AND ($1::text IS NULL OR topic = $1)",
-					TEXTOID, PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0),
-					PG_ARGISNULL(0), SPI_OK_UPDATE, "redrive");
+					1, &argtype, &arg, PG_ARGISNULL(0) ? "n" : " ",
+					SPI_OK_UPDATE, "redrive");
 	if (n > 0)
 		wake_at_commit = true;
 	PG_RETURN_INT64((int64) n);
 }
 
-/*
- * grelout_purge: outbox_purge(older_than) RETURNS bigint.  Deletes
- * delivered and dead messages, all or those delivered or dead longer ago
- * than older_than; never pending or processing ones.
- */
-Datum
-grelout_purge(PG_FUNCTION_ARGS)
+/* check_older_than: a retention window is not negative. */
+static void
+check_older_than(FunctionCallInfo fcinfo)
 {
-	uint64		n;
-
 	if (!PG_ARGISNULL(0) &&
 		grelout_interval_usecs(PG_GETARG_INTERVAL_P(0), "older_than") < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("older_than must not be negative")));
+}
 
+/*
+ * grelout_purge: outbox_purge(older_than) RETURNS bigint of the 1.0
+ * schema.  Deletes delivered and dead messages, all or those delivered or
+ * dead longer ago than older_than; never pending or processing ones.
+ */
+Datum
+grelout_purge(PG_FUNCTION_ARGS)
+{
+	Oid			argtype = INTERVALOID;
+	Datum		arg = PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0);
+	uint64		n;
+
+	check_older_than(fcinfo);
 	n = run_counted("DELETE FROM grelout.outbox"
 					" WHERE state IN ('delivered', 'dead')"
 					" AND ($1::interval IS NULL OR"
 					" coalesce(CASE state WHEN 'delivered' THEN delivered_at"
 					" ELSE dead_at END, created_at) < now() - $1)",
-					INTERVALOID, PG_ARGISNULL(0) ? (Datum) 0 : PG_GETARG_DATUM(0),
-					PG_ARGISNULL(0), SPI_OK_DELETE, "purge");
+					1, &argtype, &arg, PG_ARGISNULL(0) ? "n" : " ",
+					SPI_OK_DELETE, "purge");
+	PG_RETURN_INT64((int64) n);
+}
+
+/*
+ * grelout_purge_1_1: outbox_purge(older_than, topic, pending) RETURNS
+ * bigint of the 1.1 schema.  As in 1.0 it deletes delivered and dead
+ * messages (of topic only, when given); with pending => true it also
+ * deletes the undelivered (pending or processing) messages of topic, for
+ * messages no handler will ever take, and then a topic is required.
+ * older_than counts from delivery or dead-lettering, or from creation for
+ * an undelivered message.
+ */
+Datum
+grelout_purge_1_1(PG_FUNCTION_ARGS)
+{
+	Oid			argtypes[3] = {INTERVALOID, TEXTOID, BOOLOID};
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	bool		pending = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
+	uint64		n;
+
+	check_older_than(fcinfo);
+	if (pending && PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("outbox_purge with pending => true needs a topic"),
+				 errhint("Name the topic whose undelivered messages are to be deleted.")));
+	for (int i = 0; i < 2; i++)
+	{
+		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	args[2] = BoolGetDatum(pending);
+
+	n = run_counted("DELETE FROM grelout.outbox"
+					" WHERE (state IN ('delivered', 'dead')"
+					" OR ($3 AND state IN ('pending', 'processing')))"
+					" AND ($2::text IS NULL OR topic = $2)"
+					" AND ($1::interval IS NULL OR"
+					" coalesce(CASE state WHEN 'delivered' THEN delivered_at"
+					" WHEN 'dead' THEN dead_at END, created_at) < now() - $1)",
+					3, argtypes, args, nulls, SPI_OK_DELETE, "purge");
 	PG_RETURN_INT64((int64) n);
 }

@@ -14,6 +14,7 @@
 #include "edge.h"
 #include "executor/spi.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -26,10 +27,13 @@ PG_FUNCTION_INFO_V1(grelout_handlers_validate);
 /*
  * grelout_check_headers: headers must be a JSON object whose keys are HTTP
  * tokens that the relay does not set itself and whose values are strings
- * without CR, LF or NUL.  "what" names the headers in error messages.
+ * with no control character but HTAB.  With message_rules (message headers
+ * under the 1.1 schema) the names a handler's credentials use are reserved
+ * too and an empty value is refused, so that a message can neither replace
+ * nor remove what the handler sends.  "what" names the headers in errors.
  */
 void
-grelout_check_headers(Jsonb *headers, const char *what)
+grelout_check_headers(Jsonb *headers, const char *what, bool message_rules)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -58,7 +62,7 @@ grelout_check_headers(Jsonb *headers, const char *what)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("invalid header name \"%.*s\" in %s",
-								Min(len, 64), name, what),
+								pg_mbcliplen(name, len, 64), name, what),
 						 errdetail("A header name is 1 to %d characters of letters, digits and !#$%%&'*+-.^_`|~.",
 								   GRELOUT_HEADER_NAME_MAX)));
 			if (edge_header_name_reserved(name, len))
@@ -66,6 +70,11 @@ grelout_check_headers(Jsonb *headers, const char *what)
 						(errcode(ERRCODE_RESERVED_NAME),
 						 errmsg("header \"%.*s\" in %s is reserved", len, name, what),
 						 errdetail("grelout sets content-type, content-length, host, connection, transfer-encoding, user-agent, the webhook-* headers and every grelout-* header itself.")));
+			if (message_rules && edge_header_name_message_reserved(name, len))
+				ereport(ERROR,
+						(errcode(ERRCODE_RESERVED_NAME),
+						 errmsg("header \"%.*s\" in %s is reserved", len, name, what),
+						 errdetail("authorization, proxy-authorization and cookie carry a handler's credentials: only a handler may set them.")));
 		}
 		else if (tok == WJB_VALUE)
 		{
@@ -73,14 +82,45 @@ grelout_check_headers(Jsonb *headers, const char *what)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("every value in %s must be a string", what)));
+			if (message_rules && v.val.string.len == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("empty header value in %s", what),
+						 errdetail("An empty value would remove a header the relay or the handler sends.")));
 			if (!edge_header_value_valid(v.val.string.val, v.val.string.len))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("invalid header value in %s", what),
-						 errdetail("A header value holds no CR, LF or NUL and is at most %d bytes.",
+						 errdetail("A header value holds no control character but HTAB and is at most %d bytes.",
 								   GRELOUT_HEADER_VALUE_MAX)));
 		}
 	}
+}
+
+/*
+ * grelout_check_topic: a topic, of a message or of a handler, is 1 to
+ * GRELOUT_TOPIC_MAX bytes without C0 or C1 control characters (it goes
+ * into log lines and the grelout-topic request header).  "what" names it
+ * in errors.
+ */
+void
+grelout_check_topic(text *topic, const char *what)
+{
+	int			len = VARSIZE_ANY_EXHDR(topic);
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", what)));
+	if (len > GRELOUT_TOPIC_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is longer than %d bytes", what, GRELOUT_TOPIC_MAX)));
+	if (!edge_control_free(VARDATA_ANY(topic), len, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not contain control characters", what),
+				 errdetail("C0 and C1 control characters (U+0000 to U+001F, U+007F to U+009F) are refused.")));
 }
 
 /*
@@ -205,23 +245,7 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 
 	d = heap_getattr(tuple, column(desc, "topic"), desc, &isnull);
 	if (!isnull)
-	{
-		text	   *topic = DatumGetTextPP(d);
-
-		if (VARSIZE_ANY_EXHDR(topic) == 0 || VARSIZE_ANY_EXHDR(topic) > 255)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("handler topic must be 1 to 255 bytes")));
-		for (int i = 0; i < VARSIZE_ANY_EXHDR(topic); i++)
-		{
-			unsigned char c = (unsigned char) VARDATA_ANY(topic)[i];
-
-			if (c < 0x20 || c == 0x7F)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("handler topic must not contain control characters")));
-		}
-	}
+		grelout_check_topic(DatumGetTextPP(d), "handler topic");
 
 	d = heap_getattr(tuple, column(desc, "url"), desc, &isnull);
 	if (!isnull)
@@ -229,7 +253,7 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 
 	d = heap_getattr(tuple, column(desc, "headers"), desc, &isnull);
 	if (!isnull)
-		grelout_check_headers(DatumGetJsonbP(d), "handler headers");
+		grelout_check_headers(DatumGetJsonbP(d), "handler headers", false);
 
 	d = heap_getattr(tuple, column(desc, "secret"), desc, &isnull);
 	if (!isnull)

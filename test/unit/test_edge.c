@@ -809,6 +809,40 @@ test_intervals(void)
 	ok(!edge_interval_usecs(7115004, 0, 0, &t), "593,000 years of months overflows");
 }
 
+/* mask_is: edge_url_mask(url) gives want. */
+static void
+mask_is(const char *url, const char *want)
+{
+	size_t		len = strlen(url);
+	char	   *out = malloc(EDGE_URL_MASK_SIZE(len));
+	size_t		n = edge_url_mask(url, len, out);
+
+	ok(n == strlen(want) && memcmp(out, want, n) == 0, "mask %s -> %s", url, want);
+	free(out);
+}
+
+static void
+test_url_mask(void)
+{
+	mask_is("https://alice:S3cr3t@host/in?token=abc", "https://***@host/in?token=***");
+	mask_is("http://host:8080/p/a/t/h", "http://host:8080/p/a/t/h");
+	mask_is("HTTP://u@h", "HTTP://***@h");
+	mask_is("http://a@b@host/x", "http://***@host/x");
+	mask_is("http://@host/", "http://***@host/");
+	mask_is("http://host/?a=1&b=2;c=3", "http://host/?a=***&b=***;c=***");
+	mask_is("http://host/?secret&x=", "http://host/?***&x=");
+	mask_is("http://host/?a=b=c", "http://host/?a=***");
+	mask_is("http://host/?&&a=1", "http://host/?&&a=***");
+	mask_is("http://host/p#frag", "http://host/p#***");
+	mask_is("http://host/p?k=v#f?x=1", "http://host/p?k=***#***");
+	mask_is("http://host/p#", "http://host/p#");
+	mask_is("http://host/path@not-userinfo", "http://host/path@not-userinfo");
+	mask_is("http://h?q=1@x", "http://h?q=***");
+	mask_is("ftp://user:pw@host/", "***");
+	mask_is("", "***");
+	mask_is("http://", "http://");
+}
+
 int
 main(void)
 {
@@ -816,6 +850,7 @@ main(void)
 	test_header_values();
 	test_header_reserved();
 	test_url();
+	test_url_mask();
 	test_base64_vectors();
 	test_base64_round_trips();
 	test_base64_bad();
