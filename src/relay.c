@@ -20,9 +20,19 @@
  *
  * A publisher's commit sets our latch through shared memory, so an idle
  * relay claims within milliseconds of a commit.  Signals set the latch too:
- * SIGHUP reloads settings, SIGTERM stops claiming and lets the requests in
- * flight finish for a short grace period, and the ProcSignalBarrier of
- * DROP DATABASE is absorbed by CHECK_FOR_INTERRUPTS at the top of the loop.
+ * SIGHUP reloads settings; SIGTERM stops claiming, cancels the statement in
+ * progress if any, and lets the requests in flight finish for a short
+ * grace period, then hands the unfinished claims back; SIGINT
+ * (pg_cancel_backend) cancels at most the statement in progress, never the
+ * relay; the ProcSignalBarrier of DROP DATABASE is absorbed by
+ * CHECK_FOR_INTERRUPTS at the top of the loop.
+ *
+ * The relay's transactions pin what its statements rely on (read committed,
+ * read-write, bounded lock waits and statement time) whatever the server's
+ * defaults, and a failed cycle is retried with a growing pause.  Every timer
+ * of the loop runs on the monotonic clock and moves forward on every path,
+ * so the loop never spins.  Table statistics are reported after each
+ * commit, as worker_spi does, so autovacuum sees the relays' dead tuples.
  *
  * The loop allocates in one memory context, reset at every turn; jobs and
  * queued outcomes, which outlive a turn, have contexts of their own.
@@ -30,6 +40,9 @@
  *-------------------------------------------------------------------------
  */
 #include "grelout.h"
+
+#include <signal.h>
+#include <time.h>
 
 #include "access/xact.h"
 #include "common/pg_prng.h"
@@ -48,16 +61,23 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/timestamp.h"
+#include "utils/timeout.h"
 #include "webhook.h"
 
 /* How long in-flight requests may finish after SIGTERM. */
 #define SHUTDOWN_GRACE_MS		2000
-/* Pause after a failed database cycle. */
+/* Pause after a failed database cycle, doubling up to the max. */
 #define ERROR_BACKOFF_MS		1000
+#define ERROR_BACKOFF_MAX_MS	8000
+/* Pinned bounds of the relay's statements (see relay_init). */
+#define RELAY_LOCK_TIMEOUT		"1s"
+#define RELAY_CYCLE_TIMEOUT_MS	30000
 /* Retention purge: rows a batch, and pause when nothing is left. */
 #define PURGE_BATCH				500
 #define PURGE_IDLE_MS			10000
+
+/* A time on the monotonic clock, in microseconds. */
+typedef int64 MonoTime;
 
 /* Everything the loop carries from one turn to the next. */
 typedef struct RelayState
@@ -80,17 +100,27 @@ typedef struct RelayState
 
 	/* claiming */
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
-	TimestampTz next_claim_at;	/* next due message, or the poll */
+	MonoTime	next_claim_at;	/* next due message, or the poll */
 	bool		extension_ready;
 	WebhookJob *to_start;
+	dlist_head	in_flight;		/* started, not yet finished */
+
+	/* dead letters of the claim, logged once it commits */
+	List	   *claim_dead;
+	int			count_claim_dead;
 
 	/* retention */
-	TimestampTz next_purge_at;
+	MonoTime	next_purge_at;
+
+	/* table statistics waiting to be flushed */
+	bool		stats_pending;
+	MonoTime	stats_flush_at;
 
 	/* trouble and shutdown */
-	TimestampTz retry_db_at;
+	MonoTime	retry_db_at;
+	int			failed_cycles;	/* in a row */
 	bool		stopping;
-	TimestampTz stop_deadline;
+	MonoTime	stop_deadline;
 	char		activity[64];
 } RelayState;
 
@@ -166,25 +196,73 @@ grelout_register_relays(void)
 	}
 }
 
-/* now_ts: the loop's clock. */
-static TimestampTz
+/* True while a database cycle runs: a cancel then cancels its statement. */
+static volatile sig_atomic_t in_cycle = false;
+
+/*
+ * relay_sigint: pg_cancel_backend(), and the lock and statement timeouts
+ * (which signal ourselves).  Inside a database cycle it cancels the
+ * statement, like a backend's; outside one there is no statement to
+ * cancel, and the relay only wakes.
+ */
+static void
+relay_sigint(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	if (in_cycle)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * relay_sigterm: stop.  A statement in progress (waiting for a lock, say)
+ * is cancelled, so that the relay honours SIGTERM within its grace period.
+ */
+static void
+relay_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ShutdownRequestPending = true;
+	if (in_cycle)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * now_ts: the loop's clock, monotonic: a step of the wall clock neither
+ * suspends nor hurries the poll, the retries or the purge.
+ */
+static MonoTime
 now_ts(void)
 {
-	return GetCurrentTimestamp();
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (MonoTime) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* ms_after: a time ms milliseconds from now. */
-static TimestampTz
+static MonoTime
 ms_after(int64 ms)
 {
-	return TimestampTzPlusMilliseconds(now_ts(), ms);
+	return now_ts() + ms * 1000;
 }
 
 /* ms_until: milliseconds from now until t, at least 0. */
 static long
-ms_until(TimestampTz t)
+ms_until(MonoTime t)
 {
-	TimestampTz now = now_ts();
+	MonoTime	now = now_ts();
 
 	return (t <= now) ? 0 : (long) ((t - now + 999) / 1000);
 }
@@ -227,7 +305,7 @@ add_settle(RelayState *st, const pg_uuid_t *id, int64 lease, SettleState state,
 		st->count_delivered++;
 	else if (state == SETTLE_RETRY)
 		st->count_retried++;
-	else
+	else if (state == SETTLE_DEAD)
 		st->count_dead++;
 }
 
@@ -358,28 +436,56 @@ drop_unstarted(RelayState *st)
 	}
 }
 
+/* A lapsed claim the claim dead-lettered, to log once the claim commits. */
+typedef struct ClaimDead
+{
+	char	   *id;
+	char	   *topic;
+	int			attempts;
+	char	   *error;
+} ClaimDead;
+
 /*
- * claimed_exhausted: a row the claim dead-lettered (its last attempt ended
- * without an outcome); logged and counted, no request.
+ * claimed_exhausted: a lapsed claim the claim dead-lettered (its last
+ * attempt ended without an outcome); no request.  Its WARNING and count
+ * wait until the claim commits (claim_dead_report): a claim rolled back
+ * dead-lettered nothing.
  */
 static bool
 claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc)
 {
 	bool		isnull;
-	char	   *id;
-	char	   *topic;
-	char	   *err;
+	ClaimDead  *cd;
+	MemoryContext old;
 
 	if (!DatumGetBool(SPI_getbinval(tup, desc, CLAIM_EXHAUSTED, &isnull)))
 		return false;
-	id = SPI_getvalue(tup, desc, CLAIM_ID);
-	topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
-	err = webhook_text_column(tup, desc, CLAIM_LAST_ERROR);
-	log_dead(id, topic,
-			 DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull)),
-			 err ? err : "no attempts left");
-	st->count_dead++;
+	old = MemoryContextSwitchTo(st->loop_cxt);
+	cd = palloc(sizeof(ClaimDead));
+	cd->id = SPI_getvalue(tup, desc, CLAIM_ID);
+	cd->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
+	cd->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
+	cd->error = webhook_text_column(tup, desc, CLAIM_LAST_ERROR);
+	st->claim_dead = lappend(st->claim_dead, cd);
+	MemoryContextSwitchTo(old);
 	return true;
+}
+
+/* claim_dead_report: the claim committed: log and count its dead letters. */
+static void
+claim_dead_report(RelayState *st)
+{
+	ListCell   *lc;
+
+	foreach(lc, st->claim_dead)
+	{
+		ClaimDead  *cd = lfirst(lc);
+
+		log_dead(cd->id, cd->topic, cd->attempts,
+				 cd->error ? cd->error : "no attempts left");
+		st->count_dead++;
+	}
+	st->claim_dead = NIL;
 }
 
 /*
@@ -468,7 +574,10 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 	return true;
 }
 
-/* note_extension: log when the extension appears or goes. */
+/*
+ * note_extension: log when the extension appears or goes; while it is
+ * missing, claim and purge only at the poll interval.
+ */
 static void
 note_extension(RelayState *st, bool ready)
 {
@@ -484,7 +593,25 @@ note_extension(RelayState *st, bool ready)
 	{
 		st->claim_wanted = false;
 		st->next_claim_at = ms_after(grelout_poll_interval);
+		st->next_purge_at = ms_after(grelout_poll_interval);
 	}
+}
+
+/*
+ * report_stats: flush this process's table statistics, as worker_spi does
+ * after each commit, so that autovacuum sees the relays' dead tuples.
+ * pgstat_report_stat(false) may defer a flush (another backend holds the
+ * lock, or the last flush was too recent); it says how long to wait, and
+ * the loop comes back then (wait_timeout).
+ */
+static void
+report_stats(RelayState *st)
+{
+	long		wait_ms = pgstat_report_stat(false);
+
+	st->stats_pending = (wait_ms > 0);
+	if (st->stats_pending)
+		st->stats_flush_at = ms_after(wait_ms);
 }
 
 /*
@@ -493,21 +620,27 @@ note_extension(RelayState *st, bool ready)
 static void
 cycle_committed(RelayState *st, bool ready, uint64 released)
 {
+	st->failed_cycles = 0;
 	lease_recovery_done(st, released);
 	note_extension(st, ready);
+	claim_dead_report(st);
 	grelout_slot_count(st->slot, st->count_delivered, st->count_retried,
 					   st->count_dead, http_engine_running(st->engine));
 	forget_settles(st);
+	report_stats(st);
 }
 
 /*
  * cycle_failed: the cycle's transaction is rolled back; the outcomes stay
- * queued, nothing claimed is started, and the database is left alone for
- * a while.
+ * queued, nothing claimed is started or dead-lettered, and the database
+ * is left alone for a while, longer after each failure in a row.  Every
+ * timer moves past the pause, so the loop sleeps through it.
  */
 static void
 cycle_failed(RelayState *st)
 {
+	int64		pause = ERROR_BACKOFF_MS;
+
 	MemoryContextSwitchTo(st->loop_cxt);
 	EmitErrorReport();
 	FlushErrorState();
@@ -516,18 +649,30 @@ cycle_failed(RelayState *st)
 	pgstat_report_activity(STATE_IDLE, st->activity);
 	abandon_lease_recovery(0, 0);
 	drop_unstarted(st);
-	st->retry_db_at = ms_after(ERROR_BACKOFF_MS);
+	st->claim_dead = NIL;
+	/* the settle counts stay with their queued outcomes */
+
+	for (int i = 0; i < st->failed_cycles && pause < ERROR_BACKOFF_MAX_MS; i++)
+		pause *= 2;
+	pause = Min(pause, ERROR_BACKOFF_MAX_MS);
+	st->failed_cycles++;
+	st->retry_db_at = ms_after(pause);
+	st->next_claim_at = Max(st->next_claim_at, st->retry_db_at);
+	st->next_purge_at = Max(st->next_purge_at, st->retry_db_at);
+	report_stats(st);
 }
 
 /*
  * db_cycle: one transaction that settles the queued outcomes and, when
  * wanted, claims up to the free request slots.  On error the transaction
  * is rolled back, the outcomes stay queued and nothing claimed is started.
+ * Returns whether it committed.
  */
-static void
+static bool
 db_cycle(RelayState *st, bool claim)
 {
 	uint64		released = 0;
+	volatile bool committed = false;
 
 	PG_TRY();
 	{
@@ -535,6 +680,10 @@ db_cycle(RelayState *st, bool claim)
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
+		in_cycle = true;
+		/* a cancel that came before the cycle is not for its statements */
+		QueryCancelPending = false;
+		enable_timeout_after(STATEMENT_TIMEOUT, RELAY_CYCLE_TIMEOUT_MS);
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "grelout: settling and claiming");
@@ -544,15 +693,23 @@ db_cycle(RelayState *st, bool claim)
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		in_cycle = false;
+		QueryCancelPending = false;
 		MemoryContextSwitchTo(st->loop_cxt);
 		pgstat_report_activity(STATE_IDLE, st->activity);
 		cycle_committed(st, ready, released);
+		committed = true;
 	}
 	PG_CATCH();
 	{
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		in_cycle = false;
+		QueryCancelPending = false;
 		cycle_failed(st);
 	}
 	PG_END_TRY();
+	return committed;
 }
 
 /* start_claimed: send the requests whose claim has committed. */
@@ -569,6 +726,8 @@ start_claimed(RelayState *st)
 			job->req.result = CURLE_FAILED_INIT;
 			finish_job(st, job);
 		}
+		else
+			dlist_push_tail(&st->in_flight, &job->in_flight);
 	}
 }
 
@@ -580,7 +739,12 @@ collect_finished(RelayState *st)
 
 	http_engine_perform(st->engine);
 	while ((req = http_engine_next_done(st->engine)) != NULL)
-		finish_job(st, (WebhookJob *) req);
+	{
+		WebhookJob *job = (WebhookJob *) req;
+
+		dlist_delete(&job->in_flight);
+		finish_job(st, job);
+	}
 }
 
 /* reload_settings: SIGHUP, and once at start. */
@@ -602,52 +766,68 @@ may_claim(RelayState *st)
 		http_engine_running(st->engine) < grelout_concurrency;
 }
 
+/* purge_wanted: is the retention purge on, and the relay not stopping? */
+static bool
+purge_wanted(RelayState *st)
+{
+	return grelout_keep_mode == GRELOUT_KEEP_WINDOW && !st->stopping;
+}
+
 /* db_due: does this turn need a database cycle? */
 static bool
 db_due(RelayState *st)
 {
-	if (now_ts() < st->retry_db_at)
+	MonoTime	now = now_ts();
+
+	if (now < st->retry_db_at)
 		return false;
 	return st->nsettles > 0 ||
-		(may_claim(st) && (st->claim_wanted || now_ts() >= st->next_claim_at)) ||
-		(grelout_keep_mode == GRELOUT_KEEP_WINDOW && !st->stopping &&
-		 now_ts() >= st->next_purge_at);
+		(may_claim(st) && (st->claim_wanted || now >= st->next_claim_at)) ||
+		(purge_wanted(st) && now >= st->next_purge_at);
 }
 
 /*
  * wait_timeout: how long the loop may sleep: until libcurl's next timer,
- * the next claim, the shutdown deadline or the next retry of the database.
+ * the next claim or purge, the stats flush, the shutdown deadline; none of
+ * the database's timers before its next retry.
  */
 static long
 wait_timeout(RelayState *st)
 {
 	long		timeout = grelout_poll_interval;
+	long		db_retry = ms_until(st->retry_db_at);
 	long		t;
 
 	t = http_engine_timeout(st->engine);
 	if (t >= 0)
 		timeout = Min(timeout, t);
 	if (st->nsettles > 0)
-		timeout = Min(timeout, ms_until(st->retry_db_at));
+		timeout = Min(timeout, db_retry);
 	if (may_claim(st))
 	{
 		if (st->claim_wanted)
-			timeout = Min(timeout, ms_until(st->retry_db_at));
+			timeout = Min(timeout, db_retry);
 		else
-			timeout = Min(timeout, Max(ms_until(st->next_claim_at),
-									   ms_until(st->retry_db_at)));
+			timeout = Min(timeout, Max(ms_until(st->next_claim_at), db_retry));
 	}
-	if (grelout_keep_mode == GRELOUT_KEEP_WINDOW && !st->stopping)
-		timeout = Min(timeout, ms_until(st->next_purge_at));
+	if (purge_wanted(st))
+		timeout = Min(timeout, Max(ms_until(st->next_purge_at), db_retry));
+	if (st->stats_pending)
+		timeout = Min(timeout, ms_until(st->stats_flush_at));
 	if (st->stopping)
 		timeout = Min(timeout, ms_until(st->stop_deadline));
 	return Max(timeout, 0);
 }
 
-/* handle_signals: reload on SIGHUP, begin stopping on SIGTERM. */
+/*
+ * handle_signals: reload on SIGHUP, begin stopping on SIGTERM, flush
+ * statistics a deferred flush left pending.
+ */
 static void
 handle_signals(RelayState *st)
 {
+	/* a cancel outside a cycle has no statement to cancel */
+	QueryCancelPending = false;
 	CHECK_FOR_INTERRUPTS();
 	if (ConfigReloadPending)
 	{
@@ -660,26 +840,64 @@ handle_signals(RelayState *st)
 		st->stop_deadline = ms_after(SHUTDOWN_GRACE_MS);
 		set_activity(st, "stopping");
 	}
+	if (st->stats_pending && now_ts() >= st->stats_flush_at)
+		report_stats(st);
+}
+
+/*
+ * release_unfinished: queue the claims whose requests are still in flight
+ * as released: pending again, due now, their attempt given back (the
+ * endpoint may or may not have received them; they are sent again).
+ */
+static int
+release_unfinished(RelayState *st)
+{
+	dlist_iter	iter;
+	int			n = 0;
+
+	dlist_foreach(iter, &st->in_flight)
+	{
+		WebhookJob *job = dlist_container(WebhookJob, in_flight, iter.cur);
+
+		add_settle(st, &job->id, job->lease, SETTLE_RELEASE, 0, NULL);
+		n++;
+	}
+	return n;
 }
 
 /*
  * stop_if_done: once stopping and every request has finished or the grace
- * period is over, settle what finished and exit.
+ * period is over, settle what finished, hand back the claims still in
+ * flight, and exit.  The final settle is one cycle, bounded by the pinned
+ * lock and statement timeouts (and cancelled by another SIGTERM).
  */
 static void
 stop_if_done(RelayState *st)
 {
+	int			unfinished;
+	int			outcomes;
+	bool		settled = true;
+
 	if (!st->stopping ||
 		(http_engine_running(st->engine) > 0 && now_ts() < st->stop_deadline))
 		return;
 	collect_finished(st);
+	unfinished = release_unfinished(st);
+	outcomes = st->nsettles - unfinished;
 	if (st->nsettles > 0)
-		db_cycle(st, false);
-	ereport(LOG,
-			(errmsg("grelout relay %d stopping with %d requests unfinished",
-					st->index + 1, http_engine_running(st->engine)),
-			 http_engine_running(st->engine) > 0 ?
-			 errdetail("Their messages are delivered again once their lease expires.") : 0));
+		settled = db_cycle(st, false);
+	if (settled)
+		ereport(LOG,
+				(errmsg("grelout relay %d stopping with %d requests unfinished",
+						st->index + 1, unfinished),
+				 unfinished > 0 ?
+				 errdetail("Their messages were handed back with their attempt and are sent again at once.") : 0));
+	else
+		ereport(LOG,
+				(errmsg("grelout relay %d stopping with %d requests unfinished",
+						st->index + 1, unfinished),
+				 errdetail("The last %d outcomes and hand-backs could not be written; their messages are sent again once their lease expires.",
+						   outcomes + unfinished)));
 	proc_exit(1);
 }
 
@@ -721,22 +939,12 @@ wait_for_work(RelayState *st)
 }
 
 /*
- * relay_init: signals, slot, connection, session settings, libcurl and the
- * wait set.
+ * pin_session: the settings the relay's statements rely on, whatever the
+ * server's configuration says.
  */
 static void
-relay_init(RelayState *st)
+pin_session(void)
 {
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
-
-	st->slot = grelout_slot_attach(st->index);
-	before_shmem_exit(abandon_lease_recovery, 0);
-	BackgroundWorkerInitializeConnection(grelout_database,
-										 (grelout_role && grelout_role[0]) ? grelout_role : NULL,
-										 0);
-
 	/*
 	 * The relay's own commits need not wait for the WAL flush: a lost claim
 	 * or settle only means a redelivery, which at-least-once allows.  The
@@ -752,8 +960,52 @@ relay_init(RelayState *st)
 	 */
 	SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * The claim and settles are written for read committed (SKIP LOCKED,
+	 * fenced updates): under repeatable read a concurrent update fails a
+	 * whole cycle; a read-only default fails every cycle.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off",
+					PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * A cycle never waits long: while it waits, no HTTP request is driven.
+	 * A lock held by another session (a LOCK TABLE, a long ALTER) fails the
+	 * cycle after lock_timeout, and the cycle is retried with a pause.
+	 * statement_timeout is armed only by the backend's query loop, which a
+	 * background worker does not run: db_cycle arms the same timer itself
+	 * for the whole cycle (RELAY_CYCLE_TIMEOUT_MS).
+	 */
+	SetConfigOption("lock_timeout", RELAY_LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0",
+					PGC_SUSET, PGC_S_OVERRIDE);
+
 	SetConfigOption("application_name", "grelout relay", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("grelout relay");
+}
+
+/*
+ * relay_init: signals, slot, connection, session settings, libcurl and the
+ * wait set.
+ */
+static void
+relay_init(RelayState *st)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, relay_sigterm);
+	pqsignal(SIGINT, relay_sigint);
+	BackgroundWorkerUnblockSignals();
+
+	st->slot = grelout_slot_attach(st->index);
+	before_shmem_exit(abandon_lease_recovery, 0);
+	BackgroundWorkerInitializeConnection(grelout_database,
+										 (grelout_role && grelout_role[0]) ? grelout_role : NULL,
+										 0);
+	pin_session();
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		ereport(FATAL,
@@ -771,6 +1023,7 @@ relay_init(RelayState *st)
 										 ALLOCSET_DEFAULT_SIZES);
 	st->settle_cxt = AllocSetContextCreate(TopMemoryContext, "grelout settles",
 										   ALLOCSET_DEFAULT_SIZES);
+	dlist_init(&st->in_flight);
 	st->wes = CreateWaitEventSet(TopMemoryContext, 3);
 	AddWaitEventToSet(st->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(st->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);

@@ -24,6 +24,7 @@
 #include "store.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 
 /*
  * append_header: add "name: value" to a curl header list; a name or value
@@ -138,16 +139,33 @@ webhook_text_column(HeapTuple tup, TupleDesc desc, int col)
 	return isnull ? NULL : TextDatumGetCString(d);
 }
 
-/* request_timeout_ms: the handler's timeout or the default, below the lease. */
+/*
+ * request_timeout_ms: the handler's timeout or the default, below the
+ * lease.  The interval goes through the one overflow-checked conversion
+ * (edge_interval_usecs, as grelout_interval_usecs does, but without an
+ * ERROR: a row written around the checks must not fail every claim); one
+ * that does not fit counts as longer than any lease.
+ */
 static long
 request_timeout_ms(HeapTuple tup, TupleDesc desc)
 {
+	int64		cap = (int64) grelout_lease_duration * 3 / 4;
+	int64		timeout_ms = grelout_request_timeout;
 	bool		isnull;
-	Datum		d = SPI_getbinval(tup, desc, CLAIM_TIMEOUT_MS, &isnull);
-	int64		timeout_ms = isnull ? grelout_request_timeout : DatumGetInt64(d);
+	Datum		d = SPI_getbinval(tup, desc, CLAIM_TIMEOUT, &isnull);
 
+	if (!isnull)
+	{
+		Interval   *iv = DatumGetIntervalP(d);
+		int64_t		usecs;
+
+		if (edge_interval_usecs(iv->month, iv->day, iv->time, &usecs))
+			timeout_ms = usecs / 1000;
+		else
+			timeout_ms = cap;
+	}
 	/* a request always ends well before its lease does */
-	timeout_ms = Min(timeout_ms, (int64) grelout_lease_duration * 3 / 4);
+	timeout_ms = Min(timeout_ms, cap);
 	return (long) Max(timeout_ms, 1);
 }
 

@@ -15,6 +15,7 @@
 #include "access/htup.h"
 #include "access/tupdesc.h"
 #include "http.h"
+#include "lib/ilist.h"
 
 /* One claimed message on its way to its endpoint. */
 typedef struct WebhookJob
@@ -28,6 +29,7 @@ typedef struct WebhookJob
 	int			max_attempts;
 	char	   *topic;
 	struct WebhookJob *next;	/* in the list of jobs to start */
+	dlist_node	in_flight;		/* in the relay's list of started jobs */
 } WebhookJob;
 
 extern WebhookJob *webhook_build(MemoryContext parent, HeapTuple tup,
