@@ -67,9 +67,38 @@ append_raw(struct curl_slist **list, const char *line)
 	*list = l;
 }
 
-/* append_json_headers: the string members of a jsonb object as headers. */
+/* handler_sets: does the handler's headers object set this name (any case)? */
+static bool
+handler_sets(Jsonb *handler, const char *name, int nlen)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (handler == NULL || !JB_ROOT_IS_OBJECT(handler) || JB_ROOT_IS_SCALAR(handler))
+		return false;
+	it = JsonbIteratorInit(&handler->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY && v.val.string.len == nlen &&
+			pg_strncasecmp(v.val.string.val, name, nlen) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * append_json_headers: the string members of a jsonb object as headers.
+ * For a message's headers (handler given), a header never replaces or
+ * removes what the handler or its URL sets: names the handler's headers
+ * set, credentials (authorization, proxy-authorization, cookie, which the
+ * URL's userinfo may also stand for) and empty values (an empty value
+ * would make libcurl drop its own header of that name) are not sent.
+ * This holds for messages stored around the publish checks too.
+ */
 static void
-append_json_headers(struct curl_slist **list, Jsonb *headers)
+append_json_headers(struct curl_slist **list, Jsonb *headers, Jsonb *handler,
+					bool from_message)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -86,10 +115,17 @@ append_json_headers(struct curl_slist **list, Jsonb *headers)
 		{
 			name = v.val.string.val;
 			nlen = v.val.string.len;
+			continue;
 		}
-		else if (tok == WJB_VALUE && v.type == jbvString && name != NULL &&
-				 !edge_header_name_reserved(name, nlen))
-			append_header(list, name, nlen, v.val.string.val, v.val.string.len);
+		if (tok != WJB_VALUE || v.type != jbvString || name == NULL ||
+			edge_header_name_reserved(name, nlen))
+			continue;
+		if (from_message &&
+			(v.val.string.len == 0 ||
+			 edge_header_name_message_reserved(name, nlen) ||
+			 handler_sets(handler, name, nlen)))
+			continue;
+		append_header(list, name, nlen, v.val.string.val, v.val.string.len);
 	}
 }
 
@@ -181,6 +217,7 @@ add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	char		buf[64];
 	bool		isnull;
 	Datum		d;
+	Jsonb	   *handler;
 
 	append_header(h, "Content-Type", 12, "application/json", 16);
 	append_header(h, "User-Agent", 10, GRELOUT_USER_AGENT,
@@ -203,11 +240,12 @@ add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 		append_header(h, "grelout-key", 11, key, strlen(key));
 
 	d = SPI_getbinval(tup, desc, CLAIM_HANDLER_HEADERS, &isnull);
-	if (!isnull)
-		append_json_headers(h, DatumGetJsonbP(d));
+	handler = isnull ? NULL : DatumGetJsonbP(d);
+	if (handler)
+		append_json_headers(h, handler, NULL, false);
 	d = SPI_getbinval(tup, desc, CLAIM_HEADERS, &isnull);
 	if (!isnull)
-		append_json_headers(h, DatumGetJsonbP(d));
+		append_json_headers(h, DatumGetJsonbP(d), handler, true);
 }
 
 /* fill_job: everything of a job but its memory context. */
