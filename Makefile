@@ -25,6 +25,8 @@ OBJS = \
 	src/publish.o \
 	src/sign.o \
 	src/store.o \
+	src/outcome.o \
+	src/webhook.o \
 	src/http.o \
 	src/relay.o
 

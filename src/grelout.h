@@ -2,8 +2,9 @@
  *
  * grelout.h
  *	  Declarations shared by the files of the grelout extension: settings,
- *	  shared memory of the relays, ids, validation, the claim/settle store
- *	  and the HTTP engine.
+ *	  waking the relays, ids, validation and the relays' entry points.
+ *	  What one module alone uses lives in its own header (shmem.h, store.h,
+ *	  http.h, webhook.h, outcome.h, edge.h, sign.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -13,8 +14,6 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
-#include "port/atomics.h"
-#include "storage/spin.h"
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
@@ -57,43 +56,9 @@ extern int64 grelout_keep_window_ms;
 
 extern bool grelout_loaded_at_preload;
 
-/* shmem.c: one slot a relay, read by grelout.relays */
-typedef struct GreloutRelaySlot
-{
-	slock_t		mutex;
-	int			pgprocno;		/* -1 when no relay runs in this slot */
-	int			pid;
-	TimestampTz started_at;
-	char		activity[64];
-	int			in_flight;
-	uint64		delivered;
-	uint64		retried;
-	uint64		dead;
-	TimestampTz last_error_at;
-	char		last_error[GRELOUT_LAST_ERROR_MAX];
-} GreloutRelaySlot;
-
-typedef struct GreloutShared
-{
-	/*
-	 * Claims made before the server last started are void: every relay that
-	 * held them is gone.  The first relay to connect makes them due again
-	 * at once, instead of waiting for their leases to lapse, and no relay
-	 * claims before that is done.  0 = to do, 1 = under way, 2 = done.
-	 */
-	pg_atomic_uint32 leases_recovered;
-	int			nslots;
-	GreloutRelaySlot slots[FLEXIBLE_ARRAY_MEMBER];
-} GreloutShared;
-
-extern GreloutShared *grelout_shared;
+/* shmem.c (the relays' slots are in shmem.h) */
 extern void grelout_shmem_install_hooks(void);
 extern void grelout_wake_relays(void);
-extern GreloutRelaySlot *grelout_slot_attach(int index);
-extern void grelout_slot_set_activity(GreloutRelaySlot *slot, const char *activity);
-extern void grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
-							   int dead, int in_flight);
-extern void grelout_slot_error(GreloutRelaySlot *slot, const char *error);
 
 /* ids.c */
 extern void grelout_uuid7(pg_uuid_t *uuid);

@@ -1,16 +1,17 @@
 /*-------------------------------------------------------------------------
  *
  * relay.c
- *	  The relay: background workers that claim committed messages and POST
- *	  them to their handlers' URLs, at least once, with retries, backoff and
- *	  dead-lettering.
+ *	  The relay's loop: background workers that claim committed messages and
+ *	  POST them to their handlers' URLs, at least once, with retries,
+ *	  backoff and dead-lettering.
  *
  * One loop does everything, and never blocks outside its wait:
  *
- *	1. move HTTP requests along and collect the finished ones, deciding
- *	   each outcome (delivered, retry later, dead);
+ *	1. move HTTP requests along (http.c) and collect the finished ones,
+ *	   deciding each outcome (outcome.c: delivered, retry later, dead);
  *	2. in one short transaction, settle those outcomes and claim as many new
- *	   messages as there are free request slots; commit;
+ *	   messages as there are free request slots (store.c), building each
+ *	   claimed message's request (webhook.c); commit;
  *	3. start the claimed requests (only after the claim has committed: no
  *	   transaction is ever open across network I/O);
  *	4. wait on the latch, postmaster death and the HTTP sockets until the
@@ -19,57 +20,64 @@
  *
  * A publisher's commit sets our latch through shared memory, so an idle
  * relay claims within milliseconds of a commit.  Signals set the latch too:
- * SIGHUP reloads settings, SIGTERM stops claiming and lets the requests in
- * flight finish for a short grace period, and the ProcSignalBarrier of
- * DROP DATABASE is absorbed by CHECK_FOR_INTERRUPTS at the top of the loop.
+ * SIGHUP reloads settings; SIGTERM stops claiming, cancels the statement in
+ * progress if any, and lets the requests in flight finish for a short
+ * grace period, then hands the unfinished claims back; SIGINT
+ * (pg_cancel_backend) cancels at most the statement in progress, never the
+ * relay; the ProcSignalBarrier of DROP DATABASE is absorbed by
+ * CHECK_FOR_INTERRUPTS at the top of the loop.
+ *
+ * The relay's transactions pin what its statements rely on (read committed,
+ * read-write, bounded lock waits and statement time) whatever the server's
+ * defaults, and a failed cycle is retried with a growing pause.  Every timer
+ * of the loop runs on the monotonic clock and moves forward on every path,
+ * so the loop never spins.  Table statistics are reported after each
+ * commit, as worker_spi does, so autovacuum sees the relays' dead tuples.
+ *
+ * The loop allocates in one memory context, reset at every turn; jobs and
+ * queued outcomes, which outlive a turn, have contexts of their own.
  *
  *-------------------------------------------------------------------------
  */
 #include "grelout.h"
 
+#include <signal.h>
 #include <time.h>
 
 #include "access/xact.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "http.h"
-#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "outcome.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
-#include "sign.h"
+#include "shmem.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "store.h"
 #include "tcop/tcopprot.h"
-#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
-#include "utils/timestamp.h"
+#include "utils/timeout.h"
+#include "webhook.h"
 
 /* How long in-flight requests may finish after SIGTERM. */
 #define SHUTDOWN_GRACE_MS		2000
-/* Pause after a failed database cycle. */
+/* Pause after a failed database cycle, doubling up to the max. */
 #define ERROR_BACKOFF_MS		1000
+#define ERROR_BACKOFF_MAX_MS	8000
+/* Pinned bounds of the relay's statements (see relay_init). */
+#define RELAY_LOCK_TIMEOUT		"1s"
+#define RELAY_CYCLE_TIMEOUT_MS	30000
 /* Retention purge: rows a batch, and pause when nothing is left. */
 #define PURGE_BATCH				500
 #define PURGE_IDLE_MS			10000
 
-/* One claimed message on its way to its endpoint. */
-typedef struct RelayJob
-{
-	HttpRequest req;			/* first: the engine hands this back */
-	MemoryContext cxt;			/* owns the job and its strings */
-	pg_uuid_t	id;
-	char		id_str[UUID_LEN * 2 + 5];
-	int64		lease;
-	int			attempts;
-	int			max_attempts;
-	char	   *topic;
-	struct RelayJob *next;		/* in the list of jobs to start */
-} RelayJob;
+/* A time on the monotonic clock, in microseconds. */
+typedef int64 MonoTime;
 
 /* Everything the loop carries from one turn to the next. */
 typedef struct RelayState
@@ -78,6 +86,7 @@ typedef struct RelayState
 	GreloutRelaySlot *slot;
 	HttpEngine *engine;
 	WaitEventSet *wes;
+	MemoryContext loop_cxt;		/* reset at every turn */
 	MemoryContext jobs_cxt;
 	MemoryContext settle_cxt;
 
@@ -91,25 +100,30 @@ typedef struct RelayState
 
 	/* claiming */
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
-	TimestampTz next_claim_at;	/* next due message, or the poll */
+	MonoTime	next_claim_at;	/* next due message, or the poll */
 	bool		extension_ready;
-	RelayJob   *to_start;
+	WebhookJob *to_start;
+	dlist_head	in_flight;		/* started, not yet finished */
+
+	/* dead letters of the claim, logged once it commits */
+	List	   *claim_dead;
+	int			count_claim_dead;
 
 	/* retention */
-	TimestampTz next_purge_at;
+	MonoTime	next_purge_at;
+
+	/* table statistics waiting to be flushed */
+	bool		stats_pending;
+	MonoTime	stats_flush_at;
 
 	/* trouble and shutdown */
-	TimestampTz retry_db_at;
+	MonoTime	retry_db_at;
+	int			failed_cycles;	/* in a row */
 	bool		stopping;
-	TimestampTz stop_deadline;
+	MonoTime	stop_deadline;
 	char		activity[64];
 } RelayState;
 
-
-/* Lease recovery states in GreloutShared.leases_recovered */
-#define LEASES_TO_RECOVER		0
-#define LEASES_RECOVERING		1
-#define LEASES_RECOVERED		2
 
 /* True while this relay owns the lease recovery. */
 static bool recovering_leases = false;
@@ -145,6 +159,20 @@ may_claim_after_restart(uint64 *released)
 	return true;
 }
 
+/* lease_recovery_done: after the commit that released the old leases. */
+static void
+lease_recovery_done(RelayState *st, uint64 released)
+{
+	if (!recovering_leases)
+		return;
+	pg_atomic_write_u32(&grelout_shared->leases_recovered, LEASES_RECOVERED);
+	recovering_leases = false;
+	if (released > 0)
+		ereport(LOG,
+				(errmsg("grelout relay %d made " UINT64_FORMAT " messages claimed before the server started due again",
+						st->index + 1, released)));
+}
+
 /*
  * grelout_register_relays: at preload, register grelout.workers relays.
  */
@@ -168,18 +196,73 @@ grelout_register_relays(void)
 	}
 }
 
-/* ms_after: a timestamp ms milliseconds from now. */
-static TimestampTz
+/* True while a database cycle runs: a cancel then cancels its statement. */
+static volatile sig_atomic_t in_cycle = false;
+
+/*
+ * relay_sigint: pg_cancel_backend(), and the lock and statement timeouts
+ * (which signal ourselves).  Inside a database cycle it cancels the
+ * statement, like a backend's; outside one there is no statement to
+ * cancel, and the relay only wakes.
+ */
+static void
+relay_sigint(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	if (in_cycle)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * relay_sigterm: stop.  A statement in progress (waiting for a lock, say)
+ * is cancelled, so that the relay honours SIGTERM within its grace period.
+ */
+static void
+relay_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	ShutdownRequestPending = true;
+	if (in_cycle)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+/*
+ * now_ts: the loop's clock, monotonic: a step of the wall clock neither
+ * suspends nor hurries the poll, the retries or the purge.
+ */
+static MonoTime
+now_ts(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (MonoTime) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ms_after: a time ms milliseconds from now. */
+static MonoTime
 ms_after(int64 ms)
 {
-	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+	return now_ts() + ms * 1000;
 }
 
 /* ms_until: milliseconds from now until t, at least 0. */
 static long
-ms_until(TimestampTz t)
+ms_until(MonoTime t)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	MonoTime	now = now_ts();
 
 	return (t <= now) ? 0 : (long) ((t - now + 999) / 1000);
 }
@@ -193,46 +276,6 @@ set_activity(RelayState *st, const char *activity)
 	strlcpy(st->activity, activity, sizeof(st->activity));
 	grelout_slot_set_activity(st->slot, activity);
 	pgstat_report_activity(STATE_IDLE, activity);
-}
-
-/*
- * sanitize: copy at most max bytes of src into a palloc'd string that is
- * printable ASCII, so that any response body can go into last_error.
- */
-static char *
-sanitize(const char *src, size_t len, size_t max)
-{
-	char	   *out = palloc(Min(len, max) + 1);
-	size_t		n = Min(len, max);
-
-	for (size_t i = 0; i < n; i++)
-	{
-		unsigned char c = (unsigned char) src[i];
-
-		out[i] = (c >= 0x20 && c < 0x7F) ? (char) c : (c == '\n' || c == '\r' || c == '\t') ? ' ' : '?';
-	}
-	/* a body's final line break is no part of the message */
-	while (n > 0 && out[n - 1] == ' ')
-		n--;
-	out[n] = '\0';
-	return out;
-}
-
-/*
- * backoff_ms: min(retry_max, retry_base * 2^(attempts-1)), with the
- * retry_jitter fraction of it drawn at random.
- */
-static int64
-backoff_ms(int attempts)
-{
-	double		delay = (double) grelout_retry_base;
-
-	for (int i = 1; i < attempts && delay < grelout_retry_max; i++)
-		delay *= 2;
-	delay = Min(delay, (double) grelout_retry_max);
-	delay = delay * (1.0 - grelout_retry_jitter) +
-		delay * grelout_retry_jitter * pg_prng_double(&pg_global_prng_state);
-	return (int64) delay;
 }
 
 /* add_settle: queue one outcome for the next database cycle. */
@@ -262,17 +305,23 @@ add_settle(RelayState *st, const pg_uuid_t *id, int64 lease, SettleState state,
 		st->count_delivered++;
 	else if (state == SETTLE_RETRY)
 		st->count_retried++;
-	else
+	else if (state == SETTLE_DEAD)
 		st->count_dead++;
 }
 
-/* free_job: release a job's curl headers and memory. */
+/*
+ * forget_settles: empty the queue, with the error strings it holds
+ * (keeping the array but not the strings leaked one string per failed
+ * attempt).
+ */
 static void
-free_job(RelayJob *job)
+forget_settles(RelayState *st)
 {
-	if (job->req.headers)
-		curl_slist_free_all(job->req.headers);
-	MemoryContextDelete(job->cxt);
+	st->nsettles = 0;
+	st->count_delivered = st->count_retried = st->count_dead = 0;
+	MemoryContextReset(st->settle_cxt);
+	st->settles = NULL;
+	st->settles_cap = 0;
 }
 
 /* log_dead: the WARNING of a dead-lettered message. */
@@ -286,269 +335,92 @@ log_dead(const char *id, const char *topic, int attempt, const char *error)
 			 errhint("Fix the endpoint, then call outbox_redrive().")));
 }
 
+/* responded: did a status line arrive (a cut body still counts)? */
+static bool
+responded(const HttpRequest *r)
+{
+	return (r->result == CURLE_OK ||
+			(r->result == CURLE_WRITE_ERROR && r->body_cut)) &&
+		r->status >= 100;
+}
+
+/* describe_failure: last_error of a failed attempt, printable ASCII. */
+static void
+describe_failure(const HttpRequest *r, char *errbuf, size_t len)
+{
+	if (responded(r))
+	{
+		char		body[201];
+
+		outcome_sanitize(r->body_start, r->body_start_len, body, sizeof(body));
+		snprintf(errbuf, len, "HTTP %ld%s%s%s", r->status,
+				 (r->status >= 300 && r->status < 400) ? " (redirects are not followed)" : "",
+				 body[0] ? ": " : "", body);
+	}
+	else
+	{
+		char		raw[GRELOUT_LAST_ERROR_MAX];
+
+		http_request_describe_error(r, raw, sizeof(raw));
+		outcome_sanitize(raw, strlen(raw), errbuf, len);
+	}
+}
+
+/* decide: the outcome of a finished request under the current settings. */
+static Outcome
+decide(const WebhookJob *job)
+{
+	const HttpRequest *r = &job->req;
+	OutcomeInput in;
+
+	memset(&in, 0, sizeof(in));
+	in.responded = responded(r);
+	in.status = r->status;
+	in.has_retry_after = r->has_retry_after;
+	in.retry_after_ms = r->retry_after_ms;
+	in.attempts = job->attempts;
+	in.max_attempts = job->max_attempts;
+	in.dead_letter = grelout_dead_letter;
+	in.retry_base_ms = grelout_retry_base;
+	in.retry_max_ms = grelout_retry_max;
+	in.retry_jitter = grelout_retry_jitter;
+	in.draw = pg_prng_double(&pg_global_prng_state);
+	return outcome_decide(&in);
+}
+
 /*
  * finish_job: turn a finished request into an outcome, log retries and
  * dead letters, and queue the settle.
  */
 static void
-finish_job(RelayState *st, RelayJob *job)
+finish_job(RelayState *st, WebhookJob *job)
 {
-	HttpRequest *r = &job->req;
-	bool		responded = (r->result == CURLE_OK ||
-							 (r->result == CURLE_WRITE_ERROR && r->body_cut)) &&
-		r->status >= 100;
+	Outcome		o = decide(job);
 	char		errbuf[GRELOUT_LAST_ERROR_MAX];
-	int64		delay;
 
-	if (responded && r->status >= 200 && r->status < 300)
+	if (o.kind == OUTCOME_DELIVERED)
 	{
 		add_settle(st, &job->id, job->lease, SETTLE_DELIVERED, 0, NULL);
-		free_job(job);
+		webhook_free(job);
 		return;
 	}
 
-	if (responded)
-	{
-		char	   *body = sanitize(r->body_start, r->body_start_len, 200);
-
-		snprintf(errbuf, sizeof(errbuf), "HTTP %ld%s%s%s", r->status,
-				 (r->status >= 300 && r->status < 400) ? " (redirects are not followed)" : "",
-				 body[0] ? ": " : "", body);
-		pfree(body);
-	}
-	else
-	{
-		char		raw[GRELOUT_LAST_ERROR_MAX];
-		char	   *clean;
-
-		http_request_describe_error(r, raw, sizeof(raw));
-		clean = sanitize(raw, strlen(raw), sizeof(errbuf) - 1);
-		strlcpy(errbuf, clean, sizeof(errbuf));
-		pfree(clean);
-	}
+	describe_failure(&job->req, errbuf, sizeof(errbuf));
 	grelout_slot_error(st->slot, errbuf);
-
-	if (responded && r->status == 410)
-	{
-		/* the receiver asked us to stop: dead even with dead_letter off */
-		log_dead(job->id_str, job->topic, job->attempts, errbuf);
-		add_settle(st, &job->id, job->lease, SETTLE_DEAD, 0, errbuf);
-		free_job(job);
-		return;
-	}
-
-	if (grelout_dead_letter && job->attempts >= job->max_attempts)
+	if (o.kind == OUTCOME_DEAD)
 	{
 		log_dead(job->id_str, job->topic, job->attempts, errbuf);
 		add_settle(st, &job->id, job->lease, SETTLE_DEAD, 0, errbuf);
-		free_job(job);
-		return;
 	}
-
-	if (responded && (r->status == 429 || r->status == 503) && r->has_retry_after)
-		delay = Min(r->retry_after_ms, (int64) grelout_retry_max);
 	else
-		delay = backoff_ms(job->attempts);
-
-	ereport(WARNING,
-			(errmsg("grelout message %s of topic \"%s\" failed on attempt %d, retrying in %.1f s",
-					job->id_str, job->topic, job->attempts, delay / 1000.0),
-			 errdetail("%s", errbuf)));
-	add_settle(st, &job->id, job->lease, SETTLE_RETRY, delay, errbuf);
-	free_job(job);
-}
-
-/*
- * append_header: add "name: value" to a curl header list; a name or value
- * that could break the request is skipped (they are validated on write, so
- * this only guards against rows written around the checks).
- */
-static void
-append_header(struct curl_slist **list, const char *name, int nlen,
-			  const char *value, int vlen)
-{
-	StringInfoData buf;
-	struct curl_slist *l;
-
-	if (!edge_header_name_valid(name, nlen) ||
-		!edge_header_value_valid(value, vlen))
-		return;
-	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, name, nlen);
-	appendStringInfoString(&buf, ": ");
-	appendBinaryStringInfo(&buf, value, vlen);
-	l = curl_slist_append(*list, buf.data);
-	pfree(buf.data);
-	if (l == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory building webhook headers")));
-	*list = l;
-}
-
-/* append_json_headers: the string members of a jsonb object as headers. */
-static void
-append_json_headers(struct curl_slist **list, Jsonb *headers)
-{
-	JsonbIterator *it;
-	JsonbValue	v;
-	JsonbIteratorToken tok;
-	char	   *name = NULL;
-	int			nlen = 0;
-
-	if (!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
-		return;
-	it = JsonbIteratorInit(&headers->root);
-	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
-		if (tok == WJB_KEY)
-		{
-			name = v.val.string.val;
-			nlen = v.val.string.len;
-		}
-		else if (tok == WJB_VALUE && v.type == jbvString && name != NULL &&
-				 !edge_header_name_reserved(name, nlen))
-			append_header(list, name, nlen, v.val.string.val, v.val.string.len);
+		ereport(WARNING,
+				(errmsg("grelout message %s of topic \"%s\" failed on attempt %d, retrying in %.1f s",
+						job->id_str, job->topic, job->attempts, o.delay_ms / 1000.0),
+				 errdetail("%s", errbuf)));
+		add_settle(st, &job->id, job->lease, SETTLE_RETRY, o.delay_ms, errbuf);
 	}
-}
-
-/*
- * signature_header: "v1,<sig>" for the secret, followed by " v1,<sig>" for
- * the previous secret during a rotation.
- */
-static void
-append_signature(struct curl_slist **list, const char *id, int64 ts,
-				 const char *body, size_t body_len,
-				 const char *secret, const char *previous)
-{
-	const char *secrets[2] = {secret, previous};
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	for (int i = 0; i < 2; i++)
-	{
-		unsigned char key[GRELOUT_SECRET_MAX_BYTES];
-		size_t		keylen;
-		char		sig[GRELOUT_SIGNATURE_LEN];
-
-		if (secrets[i] == NULL ||
-			edge_secret_decode(secrets[i], strlen(secrets[i]), key, &keylen) != EDGE_SECRET_OK)
-			continue;
-		if (grelout_sign(key, keylen, id, ts, body, body_len, sig) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not compute webhook signature")));
-		explicit_bzero(key, sizeof(key));
-		if (buf.len > 0)
-			appendStringInfoChar(&buf, ' ');
-		appendStringInfoString(&buf, sig);
-	}
-	if (buf.len > 0)
-		append_header(list, "webhook-signature", 17, buf.data, buf.len);
-	pfree(buf.data);
-}
-
-/* text_column: a text column of a claimed row, copied, or NULL. */
-static char *
-text_column(HeapTuple tup, TupleDesc desc, int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
-
-	return isnull ? NULL : TextDatumGetCString(d);
-}
-
-/*
- * make_job: turn one claimed row into a request, ready to start after the
- * claim commits.  Returns NULL for a row dead-lettered by the claim.
- */
-static RelayJob *
-make_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
-{
-	MemoryContext cxt = AllocSetContextCreate(st->jobs_cxt, "grelout job",
-											  ALLOCSET_SMALL_SIZES);
-	MemoryContext old = MemoryContextSwitchTo(cxt);
-	RelayJob   *job = palloc0(sizeof(RelayJob));
-	bool		isnull;
-	Datum		d;
-	char	   *key;
-	char	   *secret;
-	char	   *previous;
-	int64		timeout_ms;
-	int64		now_s = (int64) time(NULL);
-	char		buf[64];
-
-	job->cxt = cxt;
-	job->lease = lease;
-	d = SPI_getbinval(tup, desc, CLAIM_ID, &isnull);
-	memcpy(&job->id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
-	strlcpy(job->id_str, DatumGetCString(DirectFunctionCall1(uuid_out, d)),
-			sizeof(job->id_str));
-	job->topic = text_column(tup, desc, CLAIM_TOPIC);
-	job->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
-	job->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_MAX_ATTEMPTS, &isnull));
-
-	if (DatumGetBool(SPI_getbinval(tup, desc, CLAIM_EXHAUSTED, &isnull)))
-	{
-		char	   *err = text_column(tup, desc, CLAIM_LAST_ERROR);
-
-		log_dead(job->id_str, job->topic, job->attempts, err ? err : "no attempts left");
-		st->count_dead++;
-		MemoryContextSwitchTo(old);
-		MemoryContextDelete(cxt);
-		return NULL;
-	}
-
-	key = text_column(tup, desc, CLAIM_KEY);
-	secret = text_column(tup, desc, CLAIM_SECRET);
-	previous = text_column(tup, desc, CLAIM_PREVIOUS_SECRET);
-	job->req.url = text_column(tup, desc, CLAIM_URL);
-	job->req.body = text_column(tup, desc, CLAIM_PAYLOAD);
-	job->req.body_len = strlen(job->req.body);
-
-	d = SPI_getbinval(tup, desc, CLAIM_TIMEOUT_MS, &isnull);
-	timeout_ms = isnull ? grelout_request_timeout : DatumGetInt64(d);
-	/* a request always ends well before its lease does */
-	timeout_ms = Min(timeout_ms, (int64) grelout_lease_duration * 3 / 4);
-	job->req.timeout_ms = (long) Max(timeout_ms, 1);
-
-	append_header(&job->req.headers, "Content-Type", 12, "application/json", 16);
-	append_header(&job->req.headers, "User-Agent", 10, GRELOUT_USER_AGENT,
-				  strlen(GRELOUT_USER_AGENT));
-	/* no "Expect: 100-continue" round trip for large bodies */
-	{
-		struct curl_slist *l = curl_slist_append(job->req.headers, "Expect:");
-
-		if (l == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory building webhook headers")));
-		job->req.headers = l;
-	}
-	append_header(&job->req.headers, "webhook-id", 10, job->id_str, strlen(job->id_str));
-	snprintf(buf, sizeof(buf), INT64_FORMAT, now_s);
-	append_header(&job->req.headers, "webhook-timestamp", 17, buf, strlen(buf));
-	append_signature(&job->req.headers, job->id_str, now_s,
-					 job->req.body, job->req.body_len, secret, previous);
-	append_header(&job->req.headers, "grelout-topic", 13, job->topic, strlen(job->topic));
-	snprintf(buf, sizeof(buf), "%d", job->attempts);
-	append_header(&job->req.headers, "grelout-attempt", 15, buf, strlen(buf));
-	if (key)
-		append_header(&job->req.headers, "grelout-key", 11, key, strlen(key));
-
-	d = SPI_getbinval(tup, desc, CLAIM_HANDLER_HEADERS, &isnull);
-	if (!isnull)
-		append_json_headers(&job->req.headers, DatumGetJsonbP(d));
-	d = SPI_getbinval(tup, desc, CLAIM_HEADERS, &isnull);
-	if (!isnull)
-		append_json_headers(&job->req.headers, DatumGetJsonbP(d));
-
-	if (secret)
-		explicit_bzero(secret, strlen(secret));
-	if (previous)
-		explicit_bzero(previous, strlen(previous));
-	MemoryContextSwitchTo(old);
-	return job;
+	webhook_free(job);
 }
 
 /* drop_unstarted: forget jobs whose claim did not commit. */
@@ -557,25 +429,250 @@ drop_unstarted(RelayState *st)
 {
 	while (st->to_start)
 	{
-		RelayJob   *job = st->to_start;
+		WebhookJob *job = st->to_start;
 
 		st->to_start = job->next;
-		free_job(job);
+		webhook_free(job);
 	}
+}
+
+/* A lapsed claim the claim dead-lettered, to log once the claim commits. */
+typedef struct ClaimDead
+{
+	char	   *id;
+	char	   *topic;
+	int			attempts;
+	char	   *error;
+} ClaimDead;
+
+/*
+ * claimed_exhausted: a lapsed claim the claim dead-lettered (its last
+ * attempt ended without an outcome); no request.  Its WARNING and count
+ * wait until the claim commits (claim_dead_report): a claim rolled back
+ * dead-lettered nothing.
+ */
+static bool
+claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc)
+{
+	bool		isnull;
+	ClaimDead  *cd;
+	MemoryContext old;
+
+	if (!DatumGetBool(SPI_getbinval(tup, desc, CLAIM_EXHAUSTED, &isnull)))
+		return false;
+	old = MemoryContextSwitchTo(st->loop_cxt);
+	cd = palloc(sizeof(ClaimDead));
+	cd->id = SPI_getvalue(tup, desc, CLAIM_ID);
+	cd->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
+	cd->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
+	cd->error = webhook_text_column(tup, desc, CLAIM_LAST_ERROR);
+	st->claim_dead = lappend(st->claim_dead, cd);
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/* claim_dead_report: the claim committed: log and count its dead letters. */
+static void
+claim_dead_report(RelayState *st)
+{
+	ListCell   *lc;
+
+	foreach(lc, st->claim_dead)
+	{
+		ClaimDead  *cd = lfirst(lc);
+
+		log_dead(cd->id, cd->topic, cd->attempts,
+				 cd->error ? cd->error : "no attempts left");
+		st->count_dead++;
+	}
+	st->claim_dead = NIL;
+}
+
+/*
+ * claim_step: claim up to limit messages and build their requests, to be
+ * started once the claim commits; then schedule the next claim.
+ */
+static void
+claim_step(RelayState *st, int limit)
+{
+	int64		lease;
+	uint64		nrows;
+	SPITupleTable *tt;
+
+	if (!pg_strong_random(&lease, sizeof(lease)))
+		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
+	tt = store_claim(limit, grelout_lease_duration, lease,
+					 grelout_max_attempts, grelout_dead_letter, &nrows);
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		WebhookJob *job;
+
+		if (claimed_exhausted(st, tt->vals[i], tt->tupdesc))
+			continue;
+		job = webhook_build(st->jobs_cxt, tt->vals[i], tt->tupdesc, lease);
+		job->next = st->to_start;
+		st->to_start = job;
+	}
+
+	/*
+	 * A full batch means more may be due; otherwise sleep until the next due
+	 * message (or lease), or the poll interval.
+	 */
+	st->claim_wanted = (nrows >= (uint64) limit);
+	st->next_claim_at = ms_after(grelout_poll_interval);
+	if (!st->claim_wanted)
+	{
+		int64		due = store_next_due_ms();
+
+		if (due >= 0 && due < grelout_poll_interval)
+			st->next_claim_at = ms_after(due);
+	}
+}
+
+/* purge_step: one batch of the retention purge, when it is due. */
+static void
+purge_step(RelayState *st)
+{
+	uint64		n;
+
+	if (grelout_keep_mode != GRELOUT_KEEP_WINDOW || now_ts() < st->next_purge_at)
+		return;
+	n = store_purge_delivered(grelout_keep_window_ms, PURGE_BATCH);
+	st->next_purge_at = (n >= PURGE_BATCH) ? 0 : ms_after(PURGE_IDLE_MS);
+}
+
+/*
+ * cycle_steps: the work of one database cycle, inside its transaction.
+ * Returns whether the extension is installed.
+ */
+static bool
+cycle_steps(RelayState *st, bool claim, uint64 *released)
+{
+	int			free_slots = grelout_concurrency - http_engine_running(st->engine);
+
+	if (!store_extension_ready())
+	{
+		/* DROP EXTENSION: what was in flight has no row to settle */
+		forget_settles(st);
+		return false;
+	}
+	if (st->nsettles > 0)
+		store_settle(st->settles, st->nsettles,
+					 grelout_keep_mode != GRELOUT_KEEP_OFF);
+	if (claim && free_slots > 0)
+	{
+		if (may_claim_after_restart(released))
+			claim_step(st, Min(grelout_batch_size, free_slots));
+		else
+		{
+			/* another relay is releasing the old leases: come back soon */
+			st->claim_wanted = false;
+			st->next_claim_at = ms_after(100);
+		}
+	}
+	purge_step(st);
+	return true;
+}
+
+/*
+ * note_extension: log when the extension appears or goes; while it is
+ * missing, claim and purge only at the poll interval.
+ */
+static void
+note_extension(RelayState *st, bool ready)
+{
+	if (ready != st->extension_ready)
+	{
+		ereport(LOG,
+				(errmsg(ready ? "grelout relay %d found the grelout extension in database \"%s\", delivering" :
+						"grelout relay %d is waiting for CREATE EXTENSION grelout in database \"%s\"",
+						st->index + 1, grelout_database)));
+		st->extension_ready = ready;
+	}
+	if (!ready)
+	{
+		st->claim_wanted = false;
+		st->next_claim_at = ms_after(grelout_poll_interval);
+		st->next_purge_at = ms_after(grelout_poll_interval);
+	}
+}
+
+/*
+ * report_stats: flush this process's table statistics, as worker_spi does
+ * after each commit, so that autovacuum sees the relays' dead tuples.
+ * pgstat_report_stat(false) may defer a flush (another backend holds the
+ * lock, or the last flush was too recent); it says how long to wait, and
+ * the loop comes back then (wait_timeout).
+ */
+static void
+report_stats(RelayState *st)
+{
+	long		wait_ms = pgstat_report_stat(false);
+
+	st->stats_pending = (wait_ms > 0);
+	if (st->stats_pending)
+		st->stats_flush_at = ms_after(wait_ms);
+}
+
+/*
+ * cycle_committed: the outcomes are written; count them and forget them.
+ */
+static void
+cycle_committed(RelayState *st, bool ready, uint64 released)
+{
+	st->failed_cycles = 0;
+	lease_recovery_done(st, released);
+	note_extension(st, ready);
+	claim_dead_report(st);
+	grelout_slot_count(st->slot, st->count_delivered, st->count_retried,
+					   st->count_dead, http_engine_running(st->engine));
+	forget_settles(st);
+	report_stats(st);
+}
+
+/*
+ * cycle_failed: the cycle's transaction is rolled back; the outcomes stay
+ * queued, nothing claimed is started or dead-lettered, and the database
+ * is left alone for a while, longer after each failure in a row.  Every
+ * timer moves past the pause, so the loop sleeps through it.
+ */
+static void
+cycle_failed(RelayState *st)
+{
+	int64		pause = ERROR_BACKOFF_MS;
+
+	MemoryContextSwitchTo(st->loop_cxt);
+	EmitErrorReport();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	MemoryContextSwitchTo(st->loop_cxt);
+	pgstat_report_activity(STATE_IDLE, st->activity);
+	abandon_lease_recovery(0, 0);
+	drop_unstarted(st);
+	st->claim_dead = NIL;
+	/* the settle counts stay with their queued outcomes */
+
+	for (int i = 0; i < st->failed_cycles && pause < ERROR_BACKOFF_MAX_MS; i++)
+		pause *= 2;
+	pause = Min(pause, ERROR_BACKOFF_MAX_MS);
+	st->failed_cycles++;
+	st->retry_db_at = ms_after(pause);
+	st->next_claim_at = Max(st->next_claim_at, st->retry_db_at);
+	st->next_purge_at = Max(st->next_purge_at, st->retry_db_at);
+	report_stats(st);
 }
 
 /*
  * db_cycle: one transaction that settles the queued outcomes and, when
  * wanted, claims up to the free request slots.  On error the transaction
  * is rolled back, the outcomes stay queued and nothing claimed is started.
+ * Returns whether it committed.
  */
-static void
+static bool
 db_cycle(RelayState *st, bool claim)
 {
-	MemoryContext loop_cxt = CurrentMemoryContext;
-	int			free_slots = grelout_concurrency - http_engine_running(st->engine);
-
 	uint64		released = 0;
+	volatile bool committed = false;
 
 	PG_TRY();
 	{
@@ -583,133 +680,36 @@ db_cycle(RelayState *st, bool claim)
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
+		in_cycle = true;
+		/* a cancel that came before the cycle is not for its statements */
+		QueryCancelPending = false;
+		enable_timeout_after(STATEMENT_TIMEOUT, RELAY_CYCLE_TIMEOUT_MS);
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "grelout: settling and claiming");
 
-		ready = store_extension_ready();
-		if (!ready)
-		{
-			/* DROP EXTENSION: what was in flight has no row to settle */
-			st->nsettles = 0;
-			st->count_delivered = st->count_retried = st->count_dead = 0;
-			MemoryContextReset(st->settle_cxt);
-			st->settles = NULL;
-			st->settles_cap = 0;
-		}
-		if (ready && st->nsettles > 0)
-			store_settle(st->settles, st->nsettles,
-						 grelout_keep_mode != GRELOUT_KEEP_OFF);
-
-		if (ready && claim && free_slots > 0 &&
-			!may_claim_after_restart(&released))
-		{
-			/* another relay is releasing the old leases: come back soon */
-			claim = false;
-			st->claim_wanted = false;
-			st->next_claim_at = ms_after(100);
-		}
-
-		if (ready && claim && free_slots > 0)
-		{
-			int			limit = Min(grelout_batch_size, free_slots);
-			int64		lease;
-			uint64		nrows;
-			SPITupleTable *tt;
-
-			if (!pg_strong_random(&lease, sizeof(lease)))
-				lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-			tt = store_claim(limit, grelout_lease_duration, lease,
-							 grelout_max_attempts, grelout_dead_letter, &nrows);
-			for (uint64 i = 0; i < nrows; i++)
-			{
-				RelayJob   *job = make_job(st, tt->vals[i], tt->tupdesc, lease);
-
-				if (job)
-				{
-					job->next = st->to_start;
-					st->to_start = job;
-				}
-			}
-
-			/*
-			 * A full batch means more may be due; otherwise sleep until the
-			 * next due message (or lease), or the poll interval.
-			 */
-			st->claim_wanted = (nrows >= (uint64) limit);
-			st->next_claim_at = ms_after(grelout_poll_interval);
-			if (!st->claim_wanted)
-			{
-				int64		due = store_next_due_ms();
-
-				if (due >= 0 && due < grelout_poll_interval)
-					st->next_claim_at = ms_after(due);
-			}
-		}
-
-		if (ready && grelout_keep_mode == GRELOUT_KEEP_WINDOW &&
-			GetCurrentTimestamp() >= st->next_purge_at)
-		{
-			uint64		n = store_purge_delivered(grelout_keep_window_ms, PURGE_BATCH);
-
-			st->next_purge_at = (n >= PURGE_BATCH) ? 0 : ms_after(PURGE_IDLE_MS);
-		}
+		ready = cycle_steps(st, claim, &released);
 
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		in_cycle = false;
+		QueryCancelPending = false;
+		MemoryContextSwitchTo(st->loop_cxt);
 		pgstat_report_activity(STATE_IDLE, st->activity);
-
-		if (recovering_leases)
-		{
-			pg_atomic_write_u32(&grelout_shared->leases_recovered, LEASES_RECOVERED);
-			recovering_leases = false;
-			if (released > 0)
-				ereport(LOG,
-						(errmsg("grelout relay %d made " UINT64_FORMAT " messages claimed before the server started due again",
-								st->index + 1, released)));
-		}
-
-		if (ready != st->extension_ready)
-		{
-			ereport(LOG,
-					(errmsg(ready ? "grelout relay %d found the grelout extension in database \"%s\", delivering" :
-							"grelout relay %d is waiting for CREATE EXTENSION grelout in database \"%s\"",
-							st->index + 1, grelout_database)));
-			st->extension_ready = ready;
-		}
-		if (!ready)
-		{
-			st->claim_wanted = false;
-			st->next_claim_at = ms_after(grelout_poll_interval);
-		}
-
-		/* the outcomes are written: count them and forget them */
-		grelout_slot_count(st->slot, st->count_delivered, st->count_retried,
-						   st->count_dead, http_engine_running(st->engine));
-		st->count_delivered = st->count_retried = st->count_dead = 0;
-
-		/*
-		 * Free the queue with the error strings it holds: keeping the array
-		 * but not the strings leaked one string per failed attempt.
-		 */
-		st->nsettles = 0;
-		MemoryContextReset(st->settle_cxt);
-		st->settles = NULL;
-		st->settles_cap = 0;
+		cycle_committed(st, ready, released);
+		committed = true;
 	}
 	PG_CATCH();
 	{
-		MemoryContextSwitchTo(loop_cxt);
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, st->activity);
-		abandon_lease_recovery(0, 0);
-		drop_unstarted(st);
-		st->retry_db_at = ms_after(ERROR_BACKOFF_MS);
+		disable_timeout(STATEMENT_TIMEOUT, false);
+		in_cycle = false;
+		QueryCancelPending = false;
+		cycle_failed(st);
 	}
 	PG_END_TRY();
+	return committed;
 }
 
 /* start_claimed: send the requests whose claim has committed. */
@@ -718,7 +718,7 @@ start_claimed(RelayState *st)
 {
 	while (st->to_start)
 	{
-		RelayJob   *job = st->to_start;
+		WebhookJob *job = st->to_start;
 
 		st->to_start = job->next;
 		if (!http_engine_start(st->engine, &job->req))
@@ -726,6 +726,8 @@ start_claimed(RelayState *st)
 			job->req.result = CURLE_FAILED_INIT;
 			finish_job(st, job);
 		}
+		else
+			dlist_push_tail(&st->in_flight, &job->in_flight);
 	}
 }
 
@@ -737,7 +739,12 @@ collect_finished(RelayState *st)
 
 	http_engine_perform(st->engine);
 	while ((req = http_engine_next_done(st->engine)) != NULL)
-		finish_job(st, (RelayJob *) req);
+	{
+		WebhookJob *job = (WebhookJob *) req;
+
+		dlist_delete(&job->in_flight);
+		finish_job(st, job);
+	}
 }
 
 /* reload_settings: SIGHUP, and once at start. */
@@ -751,57 +758,193 @@ reload_settings(RelayState *st, bool initial)
 	st->claim_wanted = true;
 }
 
+/* may_claim: not stopping, not paused, and a request slot free. */
+static bool
+may_claim(RelayState *st)
+{
+	return !st->stopping && grelout_relay_enabled &&
+		http_engine_running(st->engine) < grelout_concurrency;
+}
+
+/* purge_wanted: is the retention purge on, and the relay not stopping? */
+static bool
+purge_wanted(RelayState *st)
+{
+	return grelout_keep_mode == GRELOUT_KEEP_WINDOW && !st->stopping;
+}
+
+/* db_due: does this turn need a database cycle? */
+static bool
+db_due(RelayState *st)
+{
+	MonoTime	now = now_ts();
+
+	if (now < st->retry_db_at)
+		return false;
+	return st->nsettles > 0 ||
+		(may_claim(st) && (st->claim_wanted || now >= st->next_claim_at)) ||
+		(purge_wanted(st) && now >= st->next_purge_at);
+}
+
 /*
  * wait_timeout: how long the loop may sleep: until libcurl's next timer,
- * the next claim, the shutdown deadline or the next retry of the database.
+ * the next claim or purge, the stats flush, the shutdown deadline; none of
+ * the database's timers before its next retry.
  */
 static long
-wait_timeout(RelayState *st, bool may_claim)
+wait_timeout(RelayState *st)
 {
 	long		timeout = grelout_poll_interval;
+	long		db_retry = ms_until(st->retry_db_at);
 	long		t;
 
 	t = http_engine_timeout(st->engine);
 	if (t >= 0)
 		timeout = Min(timeout, t);
 	if (st->nsettles > 0)
-		timeout = Min(timeout, ms_until(st->retry_db_at));
-	if (may_claim)
+		timeout = Min(timeout, db_retry);
+	if (may_claim(st))
 	{
 		if (st->claim_wanted)
-			timeout = Min(timeout, ms_until(st->retry_db_at));
+			timeout = Min(timeout, db_retry);
 		else
-			timeout = Min(timeout, Max(ms_until(st->next_claim_at),
-									   ms_until(st->retry_db_at)));
+			timeout = Min(timeout, Max(ms_until(st->next_claim_at), db_retry));
 	}
-	if (grelout_keep_mode == GRELOUT_KEEP_WINDOW && !st->stopping)
-		timeout = Min(timeout, ms_until(st->next_purge_at));
+	if (purge_wanted(st))
+		timeout = Min(timeout, Max(ms_until(st->next_purge_at), db_retry));
+	if (st->stats_pending)
+		timeout = Min(timeout, ms_until(st->stats_flush_at));
 	if (st->stopping)
 		timeout = Min(timeout, ms_until(st->stop_deadline));
 	return Max(timeout, 0);
 }
 
 /*
- * grelout_relay_main: entry point of a relay worker; never returns.
+ * handle_signals: reload on SIGHUP, begin stopping on SIGTERM, flush
+ * statistics a deferred flush left pending.
  */
-void
-grelout_relay_main(Datum arg)
+static void
+handle_signals(RelayState *st)
 {
-	RelayState	st;
+	/* a cancel outside a cycle has no statement to cancel */
+	QueryCancelPending = false;
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		reload_settings(st, false);
+	}
+	if (ShutdownRequestPending && !st->stopping)
+	{
+		st->stopping = true;
+		st->stop_deadline = ms_after(SHUTDOWN_GRACE_MS);
+		set_activity(st, "stopping");
+	}
+	if (st->stats_pending && now_ts() >= st->stats_flush_at)
+		report_stats(st);
+}
 
-	memset(&st, 0, sizeof(st));
-	st.index = DatumGetInt32(arg);
+/*
+ * release_unfinished: queue the claims whose requests are still in flight
+ * as released: pending again, due now, their attempt given back (the
+ * endpoint may or may not have received them; they are sent again).
+ */
+static int
+release_unfinished(RelayState *st)
+{
+	dlist_iter	iter;
+	int			n = 0;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
+	dlist_foreach(iter, &st->in_flight)
+	{
+		WebhookJob *job = dlist_container(WebhookJob, in_flight, iter.cur);
 
-	st.slot = grelout_slot_attach(st.index);
-	before_shmem_exit(abandon_lease_recovery, 0);
-	BackgroundWorkerInitializeConnection(grelout_database,
-										 (grelout_role && grelout_role[0]) ? grelout_role : NULL,
-										 0);
+		add_settle(st, &job->id, job->lease, SETTLE_RELEASE, 0, NULL);
+		n++;
+	}
+	return n;
+}
 
+/*
+ * stop_if_done: once stopping and every request has finished or the grace
+ * period is over, settle what finished, hand back the claims still in
+ * flight, and exit.  The final settle is one cycle, bounded by the pinned
+ * lock and statement timeouts (and cancelled by another SIGTERM).
+ */
+static void
+stop_if_done(RelayState *st)
+{
+	int			unfinished;
+	int			outcomes;
+	bool		settled = true;
+
+	if (!st->stopping ||
+		(http_engine_running(st->engine) > 0 && now_ts() < st->stop_deadline))
+		return;
+	collect_finished(st);
+	unfinished = release_unfinished(st);
+	outcomes = st->nsettles - unfinished;
+	if (st->nsettles > 0)
+		settled = db_cycle(st, false);
+	if (settled)
+		ereport(LOG,
+				(errmsg("grelout relay %d stopping with %d requests unfinished",
+						st->index + 1, unfinished),
+				 unfinished > 0 ?
+				 errdetail("Their messages were handed back with their attempt and are sent again at once.") : 0));
+	else
+		ereport(LOG,
+				(errmsg("grelout relay %d stopping with %d requests unfinished",
+						st->index + 1, unfinished),
+				 errdetail("The last %d outcomes and hand-backs could not be written; their messages are sent again once their lease expires.",
+						   outcomes + unfinished)));
+	proc_exit(1);
+}
+
+/* show_activity: what the relay is doing, when not stopping. */
+static void
+show_activity(RelayState *st)
+{
+	if (!st->stopping)
+	{
+		if (!grelout_relay_enabled)
+			set_activity(st, "paused (grelout.relay is off)");
+		else if (!st->extension_ready)
+			set_activity(st, "waiting for CREATE EXTENSION grelout");
+		else if (http_engine_running(st->engine) > 0)
+			set_activity(st, "delivering");
+		else
+			set_activity(st, "idle");
+	}
+	grelout_slot_count(st->slot, 0, 0, 0, http_engine_running(st->engine));
+}
+
+/* wait_for_work: sleep until a wake-up, a socket, or the next timer. */
+static void
+wait_for_work(RelayState *st)
+{
+	WaitEvent	events[3];
+	int			nevents;
+
+	nevents = WaitEventSetWait(st->wes, wait_timeout(st),
+							   events, lengthof(events), PG_WAIT_EXTENSION);
+	for (int i = 0; i < nevents; i++)
+	{
+		if (events[i].events & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			st->claim_wanted = true;
+		}
+	}
+}
+
+/*
+ * pin_session: the settings the relay's statements rely on, whatever the
+ * server's configuration says.
+ */
+static void
+pin_session(void)
+{
 	/*
 	 * The relay's own commits need not wait for the WAL flush: a lost claim
 	 * or settle only means a redelivery, which at-least-once allows.  The
@@ -817,115 +960,111 @@ grelout_relay_main(Datum arg)
 	 */
 	SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * The claim and settles are written for read committed (SKIP LOCKED,
+	 * fenced updates): under repeatable read a concurrent update fails a
+	 * whole cycle; a read-only default fails every cycle.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off",
+					PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * A cycle never waits long: while it waits, no HTTP request is driven.
+	 * A lock held by another session (a LOCK TABLE, a long ALTER) fails the
+	 * cycle after lock_timeout, and the cycle is retried with a pause.
+	 * statement_timeout is armed only by the backend's query loop, which a
+	 * background worker does not run: db_cycle arms the same timer itself
+	 * for the whole cycle (RELAY_CYCLE_TIMEOUT_MS).
+	 */
+	SetConfigOption("lock_timeout", RELAY_LOCK_TIMEOUT, PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0",
+					PGC_SUSET, PGC_S_OVERRIDE);
+
 	SetConfigOption("application_name", "grelout relay", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("grelout relay");
+}
+
+/*
+ * relay_init: signals, slot, connection, session settings, libcurl and the
+ * wait set.
+ */
+static void
+relay_init(RelayState *st)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, relay_sigterm);
+	pqsignal(SIGINT, relay_sigint);
+	BackgroundWorkerUnblockSignals();
+
+	st->slot = grelout_slot_attach(st->index);
+	before_shmem_exit(abandon_lease_recovery, 0);
+	BackgroundWorkerInitializeConnection(grelout_database,
+										 (grelout_role && grelout_role[0]) ? grelout_role : NULL,
+										 0);
+	pin_session();
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 		ereport(FATAL,
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("could not initialize libcurl")));
-	st.engine = http_engine_create();
-	if (st.engine == NULL)
+	st->engine = http_engine_create();
+	if (st->engine == NULL)
 		ereport(FATAL,
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("could not create the HTTP engine: %m")));
 
-	st.jobs_cxt = AllocSetContextCreate(TopMemoryContext, "grelout jobs",
-										ALLOCSET_DEFAULT_SIZES);
-	st.settle_cxt = AllocSetContextCreate(TopMemoryContext, "grelout settles",
-										  ALLOCSET_DEFAULT_SIZES);
-	st.wes = CreateWaitEventSet(TopMemoryContext, 3);
-	AddWaitEventToSet(st.wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-	AddWaitEventToSet(st.wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-	AddWaitEventToSet(st.wes, WL_SOCKET_READABLE, http_engine_fd(st.engine),
+	st->loop_cxt = AllocSetContextCreate(TopMemoryContext, "grelout relay loop",
+										 ALLOCSET_DEFAULT_SIZES);
+	st->jobs_cxt = AllocSetContextCreate(TopMemoryContext, "grelout jobs",
+										 ALLOCSET_DEFAULT_SIZES);
+	st->settle_cxt = AllocSetContextCreate(TopMemoryContext, "grelout settles",
+										   ALLOCSET_DEFAULT_SIZES);
+	dlist_init(&st->in_flight);
+	st->wes = CreateWaitEventSet(TopMemoryContext, 3);
+	AddWaitEventToSet(st->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+	AddWaitEventToSet(st->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+	AddWaitEventToSet(st->wes, WL_SOCKET_READABLE, http_engine_fd(st->engine),
 					  NULL, NULL);
 
-	st.extension_ready = true;
-	st.claim_wanted = true;
-	reload_settings(&st, true);
-	set_activity(&st, "idle");
+	st->extension_ready = true;
+	st->claim_wanted = true;
+	reload_settings(st, true);
+	set_activity(st, "idle");
 	ereport(LOG,
 			(errmsg("grelout relay %d started in database \"%s\"",
-					st.index + 1, grelout_database)));
+					st->index + 1, grelout_database)));
+}
+
+/*
+ * grelout_relay_main: entry point of a relay worker; never returns.
+ */
+void
+grelout_relay_main(Datum arg)
+{
+	RelayState	st;
+
+	memset(&st, 0, sizeof(st));
+	st.index = DatumGetInt32(arg);
+	relay_init(&st);
 
 	for (;;)
 	{
-		WaitEvent	events[3];
-		int			nevents;
-		bool		may_claim;
-		bool		db_due;
+		MemoryContextSwitchTo(st.loop_cxt);
+		MemoryContextReset(st.loop_cxt);
 
-		CHECK_FOR_INTERRUPTS();
-
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			reload_settings(&st, false);
-		}
-		if (ShutdownRequestPending && !st.stopping)
-		{
-			st.stopping = true;
-			st.stop_deadline = ms_after(SHUTDOWN_GRACE_MS);
-			set_activity(&st, "stopping");
-		}
-
+		handle_signals(&st);
 		collect_finished(&st);
-
-		may_claim = !st.stopping && grelout_relay_enabled &&
-			http_engine_running(st.engine) < grelout_concurrency;
-		db_due = GetCurrentTimestamp() >= st.retry_db_at &&
-			(st.nsettles > 0 ||
-			 (may_claim && (st.claim_wanted ||
-							GetCurrentTimestamp() >= st.next_claim_at)) ||
-			 (grelout_keep_mode == GRELOUT_KEEP_WINDOW && !st.stopping &&
-			  GetCurrentTimestamp() >= st.next_purge_at));
-		if (db_due)
+		if (db_due(&st))
 		{
-			db_cycle(&st, may_claim);
+			db_cycle(&st, may_claim(&st));
 			start_claimed(&st);
 		}
-
-		if (st.stopping &&
-			(http_engine_running(st.engine) == 0 ||
-			 GetCurrentTimestamp() >= st.stop_deadline))
-		{
-			collect_finished(&st);
-			if (st.nsettles > 0)
-				db_cycle(&st, false);
-			ereport(LOG,
-					(errmsg("grelout relay %d stopping with %d requests unfinished",
-							st.index + 1, http_engine_running(st.engine)),
-					 http_engine_running(st.engine) > 0 ?
-					 errdetail("Their messages are delivered again once their lease expires.") : 0));
-			proc_exit(1);
-		}
-
-		if (!st.stopping)
-		{
-			int			running = http_engine_running(st.engine);
-
-			if (!grelout_relay_enabled)
-				set_activity(&st, "paused (grelout.relay is off)");
-			else if (!st.extension_ready)
-				set_activity(&st, "waiting for CREATE EXTENSION grelout");
-			else if (running > 0)
-				set_activity(&st, "delivering");
-			else
-				set_activity(&st, "idle");
-		}
-		grelout_slot_count(st.slot, 0, 0, 0, http_engine_running(st.engine));
-
-		may_claim = !st.stopping && grelout_relay_enabled &&
-			http_engine_running(st.engine) < grelout_concurrency;
-		nevents = WaitEventSetWait(st.wes, wait_timeout(&st, may_claim),
-								   events, lengthof(events), PG_WAIT_EXTENSION);
-		for (int i = 0; i < nevents; i++)
-		{
-			if (events[i].events & WL_LATCH_SET)
-			{
-				ResetLatch(MyLatch);
-				st.claim_wanted = true;
-			}
-		}
+		stop_if_done(&st);
+		show_activity(&st);
+		wait_for_work(&st);
 	}
 }

@@ -7,7 +7,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "grelout.h"
+#include "shmem.h"
 
 #include "fmgr.h"
 #include "funcapi.h"

@@ -28,16 +28,21 @@ static SPIPlanPtr purge_plan = NULL;
 /*
  * The claim.  Only messages of topics with an enabled handler, due now,
  * pending or with a lapsed lease, oldest first, skipping rows another relay
- * holds.  attempts is counted here; a message that used up its attempts
- * without an outcome (its relay died) is dead-lettered here instead.
+ * holds.  attempts is counted here.  A lapsed claim ('processing' past its
+ * lease) that used up its attempts without an outcome (its relay died) is
+ * dead-lettered here instead; a pending message never is: one whose
+ * attempts already reached the maximum (dead_letter was off, or
+ * max_attempts was lowered) gets one more attempt, and its outcome decides.
+ * The handler's timeout is returned as an interval and converted in C.
  */
 static const char *claim_sql =
 "WITH c AS ("
 " SELECT o.id,"
-"  $4 AND o.attempts >= coalesce(h.max_attempts, $3) AS exhausted,"
+"  $4 AND o.state = 'processing' AND o.attempts >= coalesce(h.max_attempts, $3)"
+"   AS exhausted,"
 "  coalesce(h.max_attempts, $3) AS max_attempts,"
 "  h.url, h.headers AS handler_headers, h.secret, h.previous_secret,"
-"  (extract(epoch FROM h.timeout) * 1000)::int8 AS timeout_ms"
+"  h.timeout"
 " FROM grelout.outbox o"
 "  JOIN grelout.handlers h ON h.topic = o.topic AND h.enabled"
 " WHERE o.state IN ('pending', 'processing') AND o.available_at <= now()"
@@ -51,14 +56,13 @@ static const char *claim_sql =
 "   ELSE now() + $2 * interval '1 millisecond' END,"
 "  dead_at = CASE WHEN c.exhausted THEN now() END,"
 "  last_error = CASE WHEN NOT c.exhausted THEN o.last_error"
-"   WHEN o.state = 'processing' THEN 'attempt ' || o.attempts ||"
-"    ' ended without an outcome (relay stopped or lease expired)'"
-"   ELSE coalesce(o.last_error, 'no attempts left') END,"
+"   ELSE 'attempt ' || o.attempts ||"
+"    ' ended without an outcome (relay stopped or lease expired)' END,"
 "  lease = CASE WHEN c.exhausted THEN NULL ELSE $5 END"
 " FROM c WHERE o.id = c.id AND o.id = ANY (ARRAY(SELECT id FROM c))"
 " RETURNING o.id, o.topic, o.key, o.payload::text, o.headers, o.attempts,"
 "  c.exhausted, c.max_attempts, c.url, c.handler_headers, c.secret,"
-"  c.previous_secret, c.timeout_ms, o.last_error";
+"  c.previous_secret, c.timeout, o.last_error";
 
 /* Delivered and not kept: delete, only while the row holds our lease. */
 static const char *delete_sql =
@@ -66,13 +70,20 @@ static const char *delete_sql =
 " USING unnest($1::uuid[], $2::int8[]) AS s(id, lease)"
 " WHERE o.id = s.id AND o.lease = s.lease";
 
-/* Every other outcome, fenced the same way. */
+/*
+ * Every other outcome, fenced the same way.  'release' hands back a claim
+ * whose request a stopping relay could not finish: pending, due after
+ * delay_ms (0: now), the attempt given back.
+ */
 static const char *update_sql =
 "UPDATE grelout.outbox o SET"
-" state = s.state,"
-" available_at = CASE WHEN s.state = 'pending'"
+" state = CASE WHEN s.state = 'release' THEN 'pending' ELSE s.state END,"
+" attempts = CASE WHEN s.state = 'release' THEN greatest(o.attempts - 1, 0)"
+"  ELSE o.attempts END,"
+" available_at = CASE WHEN s.state IN ('pending', 'release')"
 "  THEN now() + s.delay_ms * interval '1 millisecond' ELSE o.available_at END,"
-" last_error = CASE WHEN s.state = 'delivered' THEN o.last_error ELSE s.error END,"
+" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN o.last_error"
+"  ELSE s.error END,"
 " delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
 " dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
 " lease = NULL"
@@ -210,7 +221,8 @@ store_settle(SettleItem *items, int n, bool keep_delivered)
 		up_ids[nup] = UUIDPGetDatum(&it->id);
 		up_leases[nup] = Int64GetDatum(it->lease);
 		up_states[nup] = CStringGetTextDatum(it->state == SETTLE_DELIVERED ? "delivered" :
-											 it->state == SETTLE_RETRY ? "pending" : "dead");
+											 it->state == SETTLE_RETRY ? "pending" :
+											 it->state == SETTLE_RELEASE ? "release" : "dead");
 		up_delays[nup] = Float8GetDatum((double) it->delay_ms);
 		up_error_nulls[nup] = (it->error == NULL);
 		up_errors[nup] = it->error ? CStringGetTextDatum(it->error) : (Datum) 0;

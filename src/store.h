@@ -28,7 +28,7 @@ enum
 	CLAIM_HANDLER_HEADERS,
 	CLAIM_SECRET,
 	CLAIM_PREVIOUS_SECRET,
-	CLAIM_TIMEOUT_MS,
+	CLAIM_TIMEOUT,				/* the handler's timeout, an interval */
 	CLAIM_LAST_ERROR
 };
 
@@ -37,7 +37,8 @@ typedef enum SettleState
 {
 	SETTLE_DELIVERED,
 	SETTLE_RETRY,
-	SETTLE_DEAD
+	SETTLE_DEAD,
+	SETTLE_RELEASE				/* unfinished at stop: pending again, attempt given back */
 } SettleState;
 
 typedef struct SettleItem
@@ -45,8 +46,8 @@ typedef struct SettleItem
 	pg_uuid_t	id;
 	int64		lease;
 	SettleState state;
-	int64		delay_ms;		/* SETTLE_RETRY: when to try again */
-	char	   *error;			/* NULL for SETTLE_DELIVERED */
+	int64		delay_ms;		/* SETTLE_RETRY/RELEASE: when to try again */
+	char	   *error;			/* NULL for SETTLE_DELIVERED and SETTLE_RELEASE */
 } SettleItem;
 
 extern bool store_extension_ready(void);

@@ -1,0 +1,88 @@
+/*-------------------------------------------------------------------------
+ *
+ * outcome.c
+ *	  libFuzzer target: outcome_decide(), the decision taken on whatever an
+ *	  endpoint answers (status, Retry-After) under any policy settings, and
+ *	  outcome_sanitize(), which copies a response body into last_error.
+ *
+ * Invariants: 2xx is delivered and 410 dead whatever the policy; a retry's
+ * delay is never negative nor above retry_max (nor above the Retry-After
+ * delay when one applies); nothing is dead before its last attempt with
+ * dead_letter on, or ever with it off but for 410; a sanitized copy is
+ * printable ASCII, NUL-terminated, within its buffer.
+ *
+ * fuzz/run links src/edge.c and src/sign.c only, so the decision is built
+ * into this target by including its source.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "../src/outcome.c"
+#include "fuzz.h"
+
+/* take: the next n bytes of the input as an unsigned number. */
+static uint64_t
+take(const uint8_t **data, size_t *size, size_t n)
+{
+	uint64_t	v = 0;
+
+	for (size_t i = 0; i < n && *size > 0; i++)
+	{
+		v = (v << 8) | **data;
+		(*data)++;
+		(*size)--;
+	}
+	return v;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *body = data;
+	size_t		body_len = size;
+	OutcomeInput in;
+	Outcome		o;
+	char		buf[64];
+	size_t		n;
+
+	memset(&in, 0, sizeof(in));
+	in.responded = take(&data, &size, 1) & 1;
+	in.status = (long) (int16_t) take(&data, &size, 2);
+	in.has_retry_after = take(&data, &size, 1) & 1;
+	in.retry_after_ms = (int64_t) take(&data, &size, 8);
+	in.attempts = (int) (int32_t) take(&data, &size, 4);
+	in.max_attempts = (int) (int32_t) take(&data, &size, 4);
+	in.dead_letter = take(&data, &size, 1) & 1;
+	in.retry_base_ms = (int64_t) (take(&data, &size, 4) & 0x7fffffff);
+	in.retry_max_ms = (int64_t) (take(&data, &size, 4) & 0x7fffffff);
+	in.retry_jitter = (double) take(&data, &size, 2) / 65535.0;
+	in.draw = (double) take(&data, &size, 2) / 65536.0;
+
+	o = outcome_decide(&in);
+	if (in.responded && in.status >= 200 && in.status < 300)
+		CHECK(o.kind == OUTCOME_DELIVERED);
+	else if (in.responded && in.status == 410)
+		CHECK(o.kind == OUTCOME_DEAD);
+	else
+	{
+		CHECK(o.kind != OUTCOME_DELIVERED);
+		if (o.kind == OUTCOME_DEAD)
+			CHECK(in.dead_letter && in.attempts >= in.max_attempts);
+		else
+		{
+			CHECK(!(in.dead_letter && in.attempts >= in.max_attempts));
+			CHECK(o.delay_ms >= 0);
+			CHECK(o.delay_ms <= in.retry_max_ms);
+			if (in.responded && in.has_retry_after &&
+				(in.status == 429 || in.status == 503) && in.retry_after_ms >= 0)
+				CHECK(o.delay_ms <= in.retry_after_ms);
+		}
+	}
+
+	n = outcome_sanitize((const char *) body, body_len, buf, sizeof(buf));
+	CHECK(n < sizeof(buf));
+	CHECK(buf[n] == '\0');
+	for (size_t i = 0; i < n; i++)
+		CHECK(buf[i] >= 0x20 && buf[i] < 0x7f);
+	CHECK(n == 0 || buf[n - 1] != ' ');
+	return 0;
+}

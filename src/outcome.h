@@ -1,0 +1,50 @@
+/*-------------------------------------------------------------------------
+ *
+ * outcome.h
+ *	  The outcome of one webhook attempt, decided from what the endpoint
+ *	  answered (or did not), in plain C beside the other edge parsers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GRELOUT_OUTCOME_H
+#define GRELOUT_OUTCOME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum OutcomeKind
+{
+	OUTCOME_DELIVERED,
+	OUTCOME_RETRY,
+	OUTCOME_DEAD
+} OutcomeKind;
+
+/* What one attempt produced, and the policy that applies to it. */
+typedef struct OutcomeInput
+{
+	bool		responded;		/* a status line arrived */
+	long		status;			/* its status code */
+	bool		has_retry_after;
+	int64_t		retry_after_ms;
+	int			attempts;		/* this attempt's number, from 1 */
+	int			max_attempts;
+	bool		dead_letter;	/* grelout.dead_letter */
+	int64_t		retry_base_ms;
+	int64_t		retry_max_ms;
+	double		retry_jitter;	/* 0 to 1 */
+	double		draw;			/* a random number in [0, 1), drawn by the caller */
+} OutcomeInput;
+
+typedef struct Outcome
+{
+	OutcomeKind kind;
+	int64_t		delay_ms;		/* OUTCOME_RETRY: when to try again */
+} Outcome;
+
+extern Outcome outcome_decide(const OutcomeInput *in);
+extern int64_t outcome_backoff_ms(int attempts, int64_t base_ms, int64_t max_ms,
+								  double jitter, double draw);
+extern size_t outcome_sanitize(const char *src, size_t len, char *dst, size_t cap);
+
+#endif							/* GRELOUT_OUTCOME_H */

@@ -1,0 +1,310 @@
+/*-------------------------------------------------------------------------
+ *
+ * webhook.c
+ *	  The webhook request of one claimed message, built from its claimed
+ *	  row: the URL and body, the timeout (always shorter than the lease),
+ *	  and the headers in the order the contract gives them: grelout's own
+ *	  (content-type, user-agent, webhook-id, webhook-timestamp, the
+ *	  Standard Webhooks signature, grelout-topic, grelout-attempt,
+ *	  grelout-key), then the handler's static headers, then the message's.
+ *
+ * The only user of sign.c.  Everything a request needs is copied into the
+ * job's own memory context, so the job outlives the claim's transaction;
+ * a job that fails half-built releases its memory and curl headers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "webhook.h"
+
+#include <time.h>
+
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "sign.h"
+#include "store.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+/*
+ * append_header: add "name: value" to a curl header list; a name or value
+ * that could break the request is skipped (they are validated on write, so
+ * this only guards against rows written around the checks).
+ */
+static void
+append_header(struct curl_slist **list, const char *name, int nlen,
+			  const char *value, int vlen)
+{
+	StringInfoData buf;
+	struct curl_slist *l;
+
+	if (!edge_header_name_valid(name, nlen) ||
+		!edge_header_value_valid(value, vlen))
+		return;
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, name, nlen);
+	appendStringInfoString(&buf, ": ");
+	appendBinaryStringInfo(&buf, value, vlen);
+	l = curl_slist_append(*list, buf.data);
+	pfree(buf.data);
+	if (l == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory building webhook headers")));
+	*list = l;
+}
+
+/* append_raw: add one header line as is (no checks). */
+static void
+append_raw(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *l = curl_slist_append(*list, line);
+
+	if (l == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory building webhook headers")));
+	*list = l;
+}
+
+/* handler_sets: does the handler's headers object set this name (any case)? */
+static bool
+handler_sets(Jsonb *handler, const char *name, int nlen)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (handler == NULL || !JB_ROOT_IS_OBJECT(handler) || JB_ROOT_IS_SCALAR(handler))
+		return false;
+	it = JsonbIteratorInit(&handler->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY && v.val.string.len == nlen &&
+			pg_strncasecmp(v.val.string.val, name, nlen) == 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * append_json_headers: the string members of a jsonb object as headers.
+ * For a message's headers (handler given), a header never replaces or
+ * removes what the handler or its URL sets: names the handler's headers
+ * set, credentials (authorization, proxy-authorization, cookie, which the
+ * URL's userinfo may also stand for) and empty values (an empty value
+ * would make libcurl drop its own header of that name) are not sent.
+ * This holds for messages stored around the publish checks too.
+ */
+static void
+append_json_headers(struct curl_slist **list, Jsonb *headers, Jsonb *handler,
+					bool from_message)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	char	   *name = NULL;
+	int			nlen = 0;
+
+	if (!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
+		return;
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+		{
+			name = v.val.string.val;
+			nlen = v.val.string.len;
+			continue;
+		}
+		if (tok != WJB_VALUE || v.type != jbvString || name == NULL ||
+			edge_header_name_reserved(name, nlen))
+			continue;
+		if (from_message &&
+			(v.val.string.len == 0 ||
+			 edge_header_name_message_reserved(name, nlen) ||
+			 handler_sets(handler, name, nlen)))
+			continue;
+		append_header(list, name, nlen, v.val.string.val, v.val.string.len);
+	}
+}
+
+/*
+ * append_signature: "v1,<sig>" for the secret, followed by " v1,<sig>" for
+ * the previous secret during a rotation.
+ */
+static void
+append_signature(struct curl_slist **list, const char *id, int64 ts,
+				 const char *body, size_t body_len,
+				 const char *secret, const char *previous)
+{
+	const char *secrets[2] = {secret, previous};
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < 2; i++)
+	{
+		unsigned char key[GRELOUT_SECRET_MAX_BYTES];
+		size_t		keylen;
+		char		sig[GRELOUT_SIGNATURE_LEN];
+
+		if (secrets[i] == NULL ||
+			edge_secret_decode(secrets[i], strlen(secrets[i]), key, &keylen) != EDGE_SECRET_OK)
+			continue;
+		if (grelout_sign(key, keylen, id, ts, body, body_len, sig) != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INTERNAL_ERROR),
+					 errmsg("could not compute webhook signature")));
+		explicit_bzero(key, sizeof(key));
+		if (buf.len > 0)
+			appendStringInfoChar(&buf, ' ');
+		appendStringInfoString(&buf, sig);
+	}
+	if (buf.len > 0)
+		append_header(list, "webhook-signature", 17, buf.data, buf.len);
+	pfree(buf.data);
+}
+
+/* webhook_text_column: a text column of a claimed row, copied, or NULL. */
+char *
+webhook_text_column(HeapTuple tup, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/*
+ * request_timeout_ms: the handler's timeout or the default, below the
+ * lease.  The interval goes through the one overflow-checked conversion
+ * (edge_interval_usecs, as grelout_interval_usecs does, but without an
+ * ERROR: a row written around the checks must not fail every claim); one
+ * that does not fit counts as longer than any lease.
+ */
+static long
+request_timeout_ms(HeapTuple tup, TupleDesc desc)
+{
+	int64		cap = (int64) grelout_lease_duration * 3 / 4;
+	int64		timeout_ms = grelout_request_timeout;
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, CLAIM_TIMEOUT, &isnull);
+
+	if (!isnull)
+	{
+		Interval   *iv = DatumGetIntervalP(d);
+		int64_t		usecs;
+
+		if (edge_interval_usecs(iv->month, iv->day, iv->time, &usecs))
+			timeout_ms = usecs / 1000;
+		else
+			timeout_ms = cap;
+	}
+	/* a request always ends well before its lease does */
+	timeout_ms = Min(timeout_ms, cap);
+	return (long) Max(timeout_ms, 1);
+}
+
+/* add_headers: every header of the request, in the contract's order. */
+static void
+add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
+{
+	struct curl_slist **h = &job->req.headers;
+	char	   *key = webhook_text_column(tup, desc, CLAIM_KEY);
+	char	   *secret = webhook_text_column(tup, desc, CLAIM_SECRET);
+	char	   *previous = webhook_text_column(tup, desc, CLAIM_PREVIOUS_SECRET);
+	int64		now_s = (int64) time(NULL);
+	char		buf[64];
+	bool		isnull;
+	Datum		d;
+	Jsonb	   *handler;
+
+	append_header(h, "Content-Type", 12, "application/json", 16);
+	append_header(h, "User-Agent", 10, GRELOUT_USER_AGENT,
+				  strlen(GRELOUT_USER_AGENT));
+	/* no "Expect: 100-continue" round trip for large bodies */
+	append_raw(h, "Expect:");
+	append_header(h, "webhook-id", 10, job->id_str, strlen(job->id_str));
+	snprintf(buf, sizeof(buf), INT64_FORMAT, now_s);
+	append_header(h, "webhook-timestamp", 17, buf, strlen(buf));
+	append_signature(h, job->id_str, now_s, job->req.body, job->req.body_len,
+					 secret, previous);
+	if (secret)
+		explicit_bzero(secret, strlen(secret));
+	if (previous)
+		explicit_bzero(previous, strlen(previous));
+	append_header(h, "grelout-topic", 13, job->topic, strlen(job->topic));
+	snprintf(buf, sizeof(buf), "%d", job->attempts);
+	append_header(h, "grelout-attempt", 15, buf, strlen(buf));
+	if (key)
+		append_header(h, "grelout-key", 11, key, strlen(key));
+
+	d = SPI_getbinval(tup, desc, CLAIM_HANDLER_HEADERS, &isnull);
+	handler = isnull ? NULL : DatumGetJsonbP(d);
+	if (handler)
+		append_json_headers(h, handler, NULL, false);
+	d = SPI_getbinval(tup, desc, CLAIM_HEADERS, &isnull);
+	if (!isnull)
+		append_json_headers(h, DatumGetJsonbP(d), handler, true);
+}
+
+/* fill_job: everything of a job but its memory context. */
+static void
+fill_job(WebhookJob *job, HeapTuple tup, TupleDesc desc)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = SPI_getbinval(tup, desc, CLAIM_ID, &isnull);
+	memcpy(&job->id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
+	strlcpy(job->id_str, DatumGetCString(DirectFunctionCall1(uuid_out, d)),
+			sizeof(job->id_str));
+	job->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
+	job->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
+	job->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_MAX_ATTEMPTS, &isnull));
+	job->req.url = webhook_text_column(tup, desc, CLAIM_URL);
+	job->req.body = webhook_text_column(tup, desc, CLAIM_PAYLOAD);
+	job->req.body_len = strlen(job->req.body);
+	job->req.timeout_ms = request_timeout_ms(tup, desc);
+	add_headers(job, tup, desc);
+}
+
+/*
+ * webhook_build: the request of one claimed row, in a memory context of
+ * its own under parent, ready to start once the claim commits.  On error
+ * nothing of it is left behind.
+ */
+WebhookJob *
+webhook_build(MemoryContext parent, HeapTuple tup, TupleDesc desc, int64 lease)
+{
+	MemoryContext cxt = AllocSetContextCreate(parent, "grelout job",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	WebhookJob *volatile job = palloc0(sizeof(WebhookJob));
+
+	job->cxt = cxt;
+	job->lease = lease;
+	PG_TRY();
+	{
+		fill_job(job, tup, desc);
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(old);
+		webhook_free(job);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	return job;
+}
+
+/* webhook_free: release a job's curl headers and memory. */
+void
+webhook_free(WebhookJob *job)
+{
+	if (job->req.headers)
+		curl_slist_free_all(job->req.headers);
+	job->req.headers = NULL;
+	MemoryContextDelete(job->cxt);
+}

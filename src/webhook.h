@@ -1,0 +1,40 @@
+/*-------------------------------------------------------------------------
+ *
+ * webhook.h
+ *	  Building the webhook request of one claimed message: URL, body,
+ *	  timeout, every header (grelout's, the signature, the handler's and
+ *	  the message's).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GRELOUT_WEBHOOK_H
+#define GRELOUT_WEBHOOK_H
+
+#include "grelout.h"
+
+#include "access/htup.h"
+#include "access/tupdesc.h"
+#include "http.h"
+#include "lib/ilist.h"
+
+/* One claimed message on its way to its endpoint. */
+typedef struct WebhookJob
+{
+	HttpRequest req;			/* first: the engine hands this back */
+	MemoryContext cxt;			/* owns the job and its strings */
+	pg_uuid_t	id;
+	char		id_str[UUID_LEN * 2 + 5];
+	int64		lease;
+	int			attempts;
+	int			max_attempts;
+	char	   *topic;
+	struct WebhookJob *next;	/* in the list of jobs to start */
+	dlist_node	in_flight;		/* in the relay's list of started jobs */
+} WebhookJob;
+
+extern WebhookJob *webhook_build(MemoryContext parent, HeapTuple tup,
+								 TupleDesc desc, int64 lease);
+extern void webhook_free(WebhookJob *job);
+extern char *webhook_text_column(HeapTuple tup, TupleDesc desc, int col);
+
+#endif							/* GRELOUT_WEBHOOK_H */

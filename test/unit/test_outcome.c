@@ -1,0 +1,127 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_outcome.c
+ *	  Unit tests of src/outcome.c, the outcome decision of a webhook
+ *	  attempt: 2xx delivered; 410 dead at once even with dead_letter off;
+ *	  dead after the last attempt only with dead_letter on; 429/503 with
+ *	  Retry-After retried after it, capped by retry_max; everything else
+ *	  retried with capped exponential backoff and jitter.  Prints TAP.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "outcome.h"
+#include "tap.h"
+
+/* base: a failed first attempt of ten, default policy, no jitter. */
+static OutcomeInput
+base(void)
+{
+	OutcomeInput in;
+
+	memset(&in, 0, sizeof(in));
+	in.responded = true;
+	in.status = 500;
+	in.attempts = 1;
+	in.max_attempts = 10;
+	in.dead_letter = true;
+	in.retry_base_ms = 1000;
+	in.retry_max_ms = 300000;
+	in.retry_jitter = 0.0;
+	in.draw = 0.5;
+	return in;
+}
+
+int
+main(void)
+{
+	OutcomeInput in;
+	Outcome		o;
+	char		buf[16];
+
+	for (long s = 200; s < 300; s += 99)
+	{
+		in = base();
+		in.status = s;
+		in.attempts = 10;
+		o = outcome_decide(&in);
+		is_int(o.kind, OUTCOME_DELIVERED, "status %ld is delivered, even on the last attempt", s);
+	}
+
+	in = base();
+	in.status = 410;
+	in.dead_letter = false;
+	is_int(outcome_decide(&in).kind, OUTCOME_DEAD, "410 is dead at once with dead_letter off");
+
+	in = base();
+	in.status = 302;
+	o = outcome_decide(&in);
+	is_int(o.kind, OUTCOME_RETRY, "a redirect is retried");
+	is_int(o.delay_ms, 1000, "first retry after retry_base");
+
+	in = base();
+	in.responded = false;
+	in.status = 0;
+	in.attempts = 3;
+	o = outcome_decide(&in);
+	is_int(o.kind, OUTCOME_RETRY, "a transport failure is retried");
+	is_int(o.delay_ms, 4000, "third attempt: base * 4");
+
+	in = base();
+	in.attempts = 10;
+	is_int(outcome_decide(&in).kind, OUTCOME_DEAD, "last attempt with dead_letter on: dead");
+	in.dead_letter = false;
+	is_int(outcome_decide(&in).kind, OUTCOME_RETRY, "last attempt with dead_letter off: retried");
+	in.attempts = 1000000;
+	o = outcome_decide(&in);
+	is_int(o.delay_ms, 300000, "a huge attempt count is capped by retry_max");
+
+	in = base();
+	in.status = 429;
+	in.has_retry_after = true;
+	in.retry_after_ms = 7000;
+	o = outcome_decide(&in);
+	is_int(o.kind, OUTCOME_RETRY, "429 with Retry-After is retried");
+	is_int(o.delay_ms, 7000, "after the Retry-After delay");
+	in.status = 503;
+	in.retry_after_ms = INT64_C(1) << 50;
+	is_int(outcome_decide(&in).delay_ms, 300000, "503 Retry-After capped by retry_max");
+	in.status = 500;
+	is_int(outcome_decide(&in).delay_ms, 1000, "Retry-After on a 500 is ignored");
+	in.status = 429;
+	in.attempts = 10;
+	is_int(outcome_decide(&in).kind, OUTCOME_DEAD, "429 on the last attempt is dead");
+	in.status = 429;
+	in.attempts = 1;
+	in.responded = false;
+	is_int(outcome_decide(&in).delay_ms, 1000, "no response: Retry-After is not used");
+
+	is_int(outcome_backoff_ms(1, 1000, 300000, 1.0, 0.0), 0, "full jitter, draw 0: no wait");
+	is_int(outcome_backoff_ms(2, 1000, 300000, 1.0, 0.5), 1000, "full jitter, draw 0.5: half");
+	is_int(outcome_backoff_ms(2, 1000, 300000, 0.5, 0.0), 1000, "half jitter, draw 0: half");
+	is_int(outcome_backoff_ms(20, 1000, 300000, 0.0, 0.9), 300000, "capped by max");
+	is_int(outcome_backoff_ms(0, 1000, 300000, 0.0, 0.0), 1000, "attempt 0 counts as the first");
+	is_int(outcome_backoff_ms(3, 1000, 300000, -1.0, 2.0), 4000, "bad jitter and draw are clamped");
+	{
+		int			in_range = 1;
+
+		for (int a = 1; a < 40; a++)
+		{
+			int64_t		d = outcome_backoff_ms(a, 1000, 300000, 1.0, 0.999);
+
+			in_range = in_range && d >= 0 && d <= 300000;
+		}
+		ok(in_range, "backoff stays within [0, retry_max] for attempts 1 to 39");
+	}
+
+	is_int((long long) outcome_sanitize("ok\r\n", 4, buf, sizeof(buf)), 2, "sanitize drops the final line break");
+	is_str(buf, "ok", "sanitize keeps the text");
+	outcome_sanitize("a\x01\tb\xff", 5, buf, sizeof(buf));
+	is_str(buf, "a? b?", "sanitize replaces controls and non-ASCII");
+	outcome_sanitize("0123456789abcdefXYZ", 19, buf, sizeof(buf));
+	is_str(buf, "0123456789abcde", "sanitize cuts at the buffer");
+
+	return done_testing();
+}
