@@ -3,8 +3,9 @@
 # change any message, write handlers, call redrive or purge, change any
 # relay setting (SET, set_config, ALTER SYSTEM, ALTER ROLE/DATABASE SET,
 # reload), even once an administrator grants it USAGE on schema grelout;
-# and objects it creates in its own schema cannot hijack the SECURITY
-# DEFINER functions, whose search_path is pinned.
+# and objects it creates in its own schema cannot hijack grelout's
+# functions, whose search_path is pinned (outbox_publish runs as the caller
+# and raises its privileges for its insert only).
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -106,12 +107,19 @@ my $big = '{"x": "' . ('a' x (1024 * 1024 + 10)) . '"}';
 denied('producer', "SELECT outbox_publish('orders', '$big')",
 	'a payload over grelout.max_payload_size, which the producer could not raise', ['54000']);
 
-# 4. publishing cannot reach other messages: a dedup_key collision returns the id, nothing more
+# 4. publishing cannot reach other messages: dedup_key is per publishing
+# role, so another role's key stores the producer's own message and reveals
+# nothing of the other one
 my ($r2, $id2) = as('producer', "SELECT outbox_publish('orders', '{\"owner\": \"producer\", \"evil\": true}', dedup_key => 'admin-1')");
-is($id2, $other, 'a colliding dedup_key returns the stored id');
+like($id2, qr/^[0-9a-f-]{36}$/, 'a dedup_key another role stored publishes');
+isnt($id2, $other, '... a message of its own, not the stored id');
 is($node->safe_psql('app', "SELECT payload::text FROM grelout.outbox WHERE id = '$other'"), '{"owner": "admin"}',
 	"... and leaves the other message's payload alone");
-is($node->safe_psql('app', "SELECT count(*) FROM grelout.outbox"), '2', '... storing nothing new');
+is($node->safe_psql('app', "SELECT published_by::regrole FROM grelout.outbox WHERE id = '$id2'"), 'producer',
+	'... recorded as the producer\'s');
+my ($r3, $id2b) = as('producer', "SELECT outbox_publish('orders', '{}', dedup_key => 'admin-1')");
+is($id2b, $id2, '... and the producer\'s own key deduplicates');
+is($node->safe_psql('app', "SELECT count(*) FROM grelout.outbox"), '3', '... storing one message for each role');
 
 # 5. the SECURITY DEFINER functions pin search_path
 is($node->safe_psql('app', q{
@@ -124,7 +132,12 @@ cmp_ok($node->safe_psql('app', q{
 	SELECT count(*) FROM pg_proc p
 	JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 	JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'grelout'
-	WHERE p.prosecdef}), '>=', 3, '... there are at least three of them');
+	WHERE p.prosecdef}), '>=', 2, '... there are at least two of them (outbox_redrive, outbox_purge)');
+is($node->safe_psql('app', q{
+	SELECT string_agg(p.proname || ' ' || p.prosecdef || ' ' || array_to_string(p.proconfig, ','), '; ' ORDER BY p.proname)
+	FROM pg_proc p WHERE p.proname IN ('outbox_publish', 'outbox_message_status')}),
+	'outbox_message_status false search_path=pg_catalog, pg_temp; outbox_publish false search_path=pg_catalog, pg_temp',
+	'outbox_publish and outbox_message_status run as the caller, with search_path pinned too');
 
 # objects of the producer's own, earlier on its search_path than pg_catalog
 ($ret, undef, $err) = as('producer', q{
