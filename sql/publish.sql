@@ -53,12 +53,12 @@ BEGIN;
 SELECT outbox_publish('delayed', '{"n": 1}', delay => '1 hour') AS d1 \gset
 SELECT outbox_publish('delayed', '{"n": 2}', delay => '0') AS d2 \gset
 SELECT outbox_publish('delayed', '{"n": 3}', delay => '1 day -1 hour') AS d3 \gset
--- a month counts 30 days, as extract(epoch) counts it (not the calendar)
+-- a month is a calendar month, as timestamptz + interval counts it
 SELECT outbox_publish('delayed', '{"n": 4}', delay => '2 mons') AS d4 \gset
 SELECT payload->>'n' AS n,
 	available_at = now() + CASE payload->>'n' WHEN '1' THEN interval '1 hour'
 		WHEN '2' THEN interval '0' WHEN '3' THEN interval '1 day -1 hour'
-		ELSE interval '60 days' END AS available_at_now_plus_delay,
+		ELSE interval '2 mons' END AS available_at_now_plus_delay,
 	available_at > now() AS in_future,
 	created_at = now() AS created_now
 FROM grelout.outbox WHERE topic = 'delayed' ORDER BY id;

@@ -31,7 +31,6 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
-#include "common/int.h"
 #include "edge.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -417,23 +416,26 @@ publish(FunctionCallInfo fcinfo, bool v11)
 	}
 
 	/*
-	 * delay: converted once, overflow-checked, and stored as the time it
-	 * gives, so that what is checked is what the relay sees.
+	 * delay: the message is due at now() + delay, computed once with the
+	 * calendar arithmetic of timestamptz + interval (so '1 mon' is a month,
+	 * as in 1.0) and stored as that time, so that what is checked is what
+	 * the relay sees.  An interval too large to count (it would wrap) is
+	 * refused as such before it can be mistaken for a negative one.
 	 */
 	if (!PG_ARGISNULL(4))
 	{
-		int64		usecs = grelout_interval_usecs(PG_GETARG_INTERVAL_P(4), "delay");
+		Interval   *delay = PG_GETARG_INTERVAL_P(4);
+		TimestampTz now = available_at;
 
-		if (usecs < 0)
+		(void) grelout_interval_usecs(delay, "delay");
+		available_at = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+															   TimestampTzGetDatum(now),
+															   IntervalPGetDatum(delay)));
+		if (available_at < now)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("delay must not be negative")));
-		if (pg_add_s64_overflow(available_at, usecs, &available_at) ||
-			!IS_VALID_TIMESTAMP(available_at))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-					 errmsg("delay is too large"),
-					 errdetail("The message would be due after the last timestamp PostgreSQL can store.")));
+					 errmsg("delay must not be negative"),
+					 errdetail("The message would be due before now().")));
 	}
 
 	grelout_uuid7(id);
