@@ -414,7 +414,7 @@ class Bench:
                     'wrk.method = "POST"\n'
                     'wrk.body = %s\n'
                     'wrk.headers["Content-Type"] = "application/json"\n'
-                    'wrk.headers["User-Agent"] = "grelout/1.0"\n'
+                    'wrk.headers["User-Agent"] = "grelout/1.1"\n'
                     'wrk.headers["webhook-id"] = "01890a5d-ac96-774b-bcce-b302099a8057"\n'
                     'wrk.headers["webhook-timestamp"] = "1700000000"\n'
                     'wrk.headers["grelout-topic"] = "bench"\n'

@@ -18,7 +18,6 @@
 #include "utils/uuid.h"
 
 #define GRELOUT_VERSION			"1.1"
-#define GRELOUT_USER_AGENT		"grelout/" GRELOUT_VERSION
 #define GRELOUT_MAX_WORKERS		64
 #define GRELOUT_LAST_ERROR_MAX	512		/* bytes of last_error kept */
 #define GRELOUT_TOPIC_MAX		255		/* bytes of a topic */

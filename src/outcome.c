@@ -49,8 +49,9 @@ outcome_backoff_ms(int attempts, int64_t base_ms, int64_t max_ms,
 	if (delay > (double) max_ms)
 		delay = (double) max_ms;
 	delay = delay * (1.0 - jitter) + delay * jitter * draw;
-	if (delay > (double) max_ms)
-		delay = (double) max_ms;
+	/* compared as doubles, returned exact: (double) INT64_MAX is 2^63 */
+	if (delay >= (double) max_ms)
+		return max_ms;
 	if (delay < 0)
 		delay = 0;
 	return (int64_t) delay;

@@ -17,6 +17,8 @@
 #include "http.h"
 #include "lib/ilist.h"
 
+#define GRELOUT_USER_AGENT		"grelout/" GRELOUT_VERSION
+
 /* One claimed message on its way to its endpoint. */
 typedef struct WebhookJob
 {

@@ -57,6 +57,13 @@ ok(wait_until(sub {
 	my $r = $recv->requests('/lock');
 	(grep { defined $_->{done_at} } @$r) == 5
 }, 30), 'lock: the requests in flight completed while the table was locked');
+# a cancel while the relay waits for the lock cancels that wait only
+ok(wait_until(sub {
+	$node->safe_psql('postgres', "SELECT wait_event_type FROM pg_stat_activity WHERE pid = $pid") eq 'Lock'
+}, 30), 'lock: the relay waits for the lock in a cycle');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+usleep(500_000);
+is(relay_pid(), $pid, 'lock: a cancel during the lock wait leaves the relay running');
 my $offset = log_offset($node);
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 my $t0 = time();

@@ -104,6 +104,11 @@ main(void)
 	is_int(outcome_backoff_ms(20, 1000, 300000, 0.0, 0.9), 300000, "capped by max");
 	is_int(outcome_backoff_ms(0, 1000, 300000, 0.0, 0.0), 1000, "attempt 0 counts as the first");
 	is_int(outcome_backoff_ms(3, 1000, 300000, -1.0, 2.0), 4000, "bad jitter and draw are clamped");
+	/* found by fuzz/outcome.c: a zero base doubled up to 2^31 times */
+	is_int(outcome_backoff_ms(2147483647, 0, 2147483647, 0.0, 0.0), 0,
+		   "a zero base with a huge attempt count returns at once");
+	is_int(outcome_backoff_ms(2147483647, 1, INT64_MAX, 0.0, 0.0), INT64_MAX,
+		   "a huge attempt count with an unbounded max stops at the max");
 	{
 		int			in_range = 1;
 
