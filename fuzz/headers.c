@@ -3,8 +3,8 @@
  * headers.c
  *	  libFuzzer target: header name and value validation
  *	  (edge_header_name_valid, edge_header_name_reserved,
- *	  edge_header_value_valid), which stand between users' JSON and the
- *	  request the relay writes.
+ *	  edge_header_value_valid, edge_header_name_message_reserved), which
+ *	  stand between users' JSON and the request the relay writes.
  *
  * The input is "name" NUL "value".  Each verdict is compared with a plain
  * restatement of the rule; and a name and value that pass both checks must
@@ -59,16 +59,31 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool		reserved = edge_header_name_reserved(name, nlen);
 	bool		model;
 
+	/* messages may not set what handlers may: the credentials too */
+	CHECK(edge_header_name_message_reserved(name, nlen) ==
+		  (reserved || (nlen == 13 && strncasecmp(name, "authorization", 13) == 0 && !memchr(name, 0, 13)) ||
+		   (nlen == 19 && strncasecmp(name, "proxy-authorization", 19) == 0 && !memchr(name, 0, 19)) ||
+		   (nlen == 6 && strncasecmp(name, "cookie", 6) == 0 && !memchr(name, 0, 6))));
+
 	/* name: 1..256 token characters */
 	model = nlen >= 1 && nlen <= GRELOUT_HEADER_NAME_MAX;
 	for (size_t i = 0; i < nlen && model; i++)
 		model = is_tchar((unsigned char) name[i]);
 	CHECK(name_ok == model);
 
-	/* value: at most 8192 bytes, no CR, LF or NUL */
+	/*
+	 * value: at most 8192 bytes, an RFC 9110 field value: no control but
+	 * HTAB (no C0 byte but HTAB, no DEL, no C1 control in UTF-8: C2 80..9F)
+	 */
 	model = vlen <= GRELOUT_HEADER_VALUE_MAX;
 	for (size_t i = 0; i < vlen && model; i++)
-		model = value[i] != '\r' && value[i] != '\n' && value[i] != '\0';
+	{
+		unsigned char c = (unsigned char) value[i];
+
+		model = (c >= 0x20 || c == '\t') && c != 0x7F &&
+			!(c == 0xC2 && i + 1 < vlen &&
+			  (unsigned char) value[i + 1] >= 0x80 && (unsigned char) value[i + 1] <= 0x9F);
+	}
 	CHECK(value_ok == model);
 
 	CHECK(reserved == reserved_model(name, nlen));
