@@ -16,7 +16,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "../src/outcome.c"
+#include "outcome.h"
 #include "fuzz.h"
 
 /* take: the next n bytes of the input as an unsigned number. */
