@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(298);
+SELECT plan(299);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -183,17 +183,20 @@ SELECT throws_ok($$INSERT INTO grelout.handlers (name, topic, url) VALUES ('pgta
 SELECT trigger_is('grelout', 'handlers', t, 'grelout', f, format('%s runs grelout.%s', t, f))
 FROM (VALUES ('handlers_reroute_insert', '_handlers_reroute'),
 	('handlers_reroute_update', '_handlers_reroute'),
-	('handlers_forget', '_handlers_forget')) AS v(t, f);
+	('handlers_forget', '_handlers_forget'),
+	('handlers_forget_all', '_handlers_forget')) AS v(t, f);
 SELECT is((SELECT array_agg(tgname::text || ':' ||
 		CASE WHEN tgtype & 2 = 2 THEN 'before' ELSE 'after' END || ':' ||
 		CASE WHEN tgtype & 1 = 1 THEN 'row' ELSE 'statement' END || ':' ||
 		concat_ws(',', CASE WHEN tgtype & 4 = 4 THEN 'insert' END,
 			CASE WHEN tgtype & 8 = 8 THEN 'delete' END,
-			CASE WHEN tgtype & 16 = 16 THEN 'update' END) ORDER BY tgname)
+			CASE WHEN tgtype & 16 = 16 THEN 'update' END,
+			CASE WHEN tgtype & 32 = 32 THEN 'truncate' END) ORDER BY tgname)
 	FROM pg_trigger WHERE tgrelid = 'grelout.handlers'::regclass AND NOT tgisinternal),
-	ARRAY['handlers_forget:after:row:delete', 'handlers_reroute_insert:after:row:insert',
+	ARRAY['handlers_forget:after:row:delete', 'handlers_forget_all:after:statement:truncate',
+		'handlers_reroute_insert:after:row:insert',
 		'handlers_reroute_update:after:row:update', 'handlers_validate:before:row:insert,update'],
-	'the triggers of grelout.handlers: validate before, re-route and forget after');
+	'the triggers of grelout.handlers: validate before, re-route and forget after (TRUNCATE too)');
 SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attname)
 	FROM pg_trigger t JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = ANY (t.tgattr)
 	WHERE t.tgname = 'handlers_reroute_update' AND t.tgrelid = 'grelout.handlers'::regclass),
