@@ -437,6 +437,23 @@ CREATE TRIGGER handlers_forget_all
 	AFTER TRUNCATE ON grelout.handlers
 	FOR EACH STATEMENT EXECUTE FUNCTION grelout._handlers_forget();
 
+-- TRUNCATE of grelout.outbox takes the fan-out deliveries with it: no
+-- delivery outlives its message.  (A DELETE: a TRUNCATE here would fail
+-- when the same statement truncates grelout.fanout too.)
+CREATE FUNCTION grelout._outbox_truncated() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $truncated$
+BEGIN
+	DELETE FROM grelout.fanout;
+	RETURN NULL;
+END
+$truncated$;
+REVOKE ALL ON FUNCTION grelout._outbox_truncated() FROM PUBLIC;
+CREATE TRIGGER outbox_truncate_fanout
+	AFTER TRUNCATE ON grelout.outbox
+	FOR EACH STATEMENT EXECUTE FUNCTION grelout._outbox_truncated();
+
 -- One row a delivery: the inline deliveries of messages routed to one
 -- handler, and the rows of those routed to several.
 CREATE VIEW grelout.deliveries AS
