@@ -1,4 +1,4 @@
-/* grelout--1.0--1.1.sql: from grelout 1.0 to 1.1 (publisher isolation) */
+/* grelout--1.0--1.1.sql: from grelout 1.0 to 1.1 (publisher isolation, fan-out) */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION grelout UPDATE TO '1.1'" to load this file. \quit
@@ -129,3 +129,423 @@ SELECT topic, grelout._mask_url(url) AS url,
 FROM grelout.handlers AS h;
 COMMENT ON VIEW grelout.handlers_masked
 	IS 'grelout handlers without secrets, header values or URL credentials';
+
+------------------------------------------------------------------------
+-- Fan-out (issue 10): handler names, topic patterns, filters, and one
+-- delivery a (message, handler).
+--
+-- A message routed to one handler keeps its one delivery inline in its
+-- grelout.outbox row, exactly as 1.0 kept it; only a message routed to
+-- several handlers gets one grelout.fanout row a handler, its payload
+-- staying once in grelout.outbox.
+------------------------------------------------------------------------
+
+-- Does a message's topic match a handler's topic pattern ('*' one segment,
+-- '#' zero or more).  Executable by PUBLIC, like _mask_url: it reads
+-- nothing, and grelout.status, which whoever may read the view runs with
+-- their own rights, calls it.
+CREATE FUNCTION grelout._topic_matches(pattern text, topic text) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'grelout_topic_matches'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION grelout._topic_matches(text, text)
+	IS 'whether a topic matches a handler''s topic pattern';
+
+-- Wake the relays when the calling transaction commits.
+CREATE FUNCTION grelout._wake() RETURNS void
+	AS 'MODULE_PATHNAME', 'grelout_wake'
+	LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION grelout._wake() FROM PUBLIC;
+
+-- Handlers: a name (the new primary key), and the topic becomes a pattern.
+-- A 1.0 topic that is no valid pattern (an empty segment, or '*' or '#'
+-- inside a segment) stops the upgrade: rename such a handler first.
+DO $patterns$
+DECLARE
+	bad text;
+BEGIN
+	SELECT h.topic INTO bad FROM grelout.handlers AS h
+	WHERE h.topic OPERATOR(pg_catalog.~) '(^\.|\.\.|\.$|[^.][*#]|[*#][^.])'
+	ORDER BY h.topic LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'handler topic "%" is not a valid topic pattern', bad
+			USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'In 1.1 a handler''s topic is a pattern: segments separated by single dots, none empty, with "*" and "#" only as whole segments.',
+				HINT = 'Change the handler''s topic under 1.0, then update the extension again.';
+	END IF;
+END
+$patterns$;
+
+ALTER TABLE grelout.handlers
+	ADD COLUMN name text,
+	ADD COLUMN filter jsonb,
+	ADD COLUMN max_in_flight integer,
+	ADD COLUMN max_per_second integer,
+	ADD COLUMN ordered boolean NOT NULL DEFAULT false,
+	ADD COLUMN on_dead text NOT NULL DEFAULT 'block';
+COMMENT ON COLUMN grelout.handlers.name
+	IS 'the handler''s identity; the topic text when an INSERT gives none';
+COMMENT ON COLUMN grelout.handlers.topic
+	IS 'the topics the handler takes: a pattern, "*" one segment, "#" zero or more';
+COMMENT ON COLUMN grelout.handlers.filter
+	IS 'NULL, or a JSON object the payload must contain (payload @> filter)';
+
+-- Existing handlers are named by their topic.  The validate trigger would
+-- take this for a rename: the backfill runs without it.
+ALTER TABLE grelout.handlers DISABLE TRIGGER handlers_validate;
+UPDATE grelout.handlers SET name = topic;
+ALTER TABLE grelout.handlers ENABLE TRIGGER handlers_validate;
+ALTER TABLE grelout.handlers ALTER COLUMN name SET NOT NULL;
+ALTER TABLE grelout.handlers DROP CONSTRAINT handlers_pkey;
+ALTER TABLE grelout.handlers ADD CONSTRAINT handlers_pkey PRIMARY KEY (name);
+COMMENT ON TABLE grelout.handlers IS 'grelout webhook endpoints: one row a handler';
+
+-- Messages: how each was routed, and the inline delivery's handler.
+--   new: committed, not yet routed;  waiting: routed, no handler matched;
+--   single: its one delivery is inline, to "handler";
+--   fanout: its deliveries are rows of grelout.fanout.
+ALTER TABLE grelout.outbox
+	ADD COLUMN route text NOT NULL DEFAULT 'new',
+	ADD COLUMN handler text,
+	ADD COLUMN last_status integer,
+	ADD COLUMN last_duration_ms integer,
+	ADD CONSTRAINT outbox_route_check
+		CHECK (route IN ('new', 'waiting', 'single', 'fanout'));
+COMMENT ON COLUMN grelout.outbox.route
+	IS 'new (not yet routed), waiting (no handler matched), single (one inline delivery) or fanout (rows of grelout.fanout)';
+COMMENT ON COLUMN grelout.outbox.handler
+	IS 'the handler of the inline delivery (route single)';
+
+-- 1.0's messages: those of a topic with a handler are its inline delivery,
+-- whatever their state (a claim in flight under 1.0 settles by its lease
+-- token); finished ones too (shown as before); undelivered ones without a
+-- handler wait for one.
+UPDATE grelout.outbox AS o SET route = 'single', handler = o.topic
+WHERE o.state IN ('delivered', 'dead')
+	OR EXISTS (SELECT 1 FROM grelout.handlers AS h WHERE h.name = o.topic);
+UPDATE grelout.outbox SET route = 'waiting' WHERE route = 'new';
+
+-- The claim reads the inline deliveries of one handler, due order; the
+-- router reads unrouted messages; a handler's creation, the messages
+-- waiting for one.
+DROP INDEX grelout.outbox_claim_idx;
+CREATE INDEX outbox_claim_idx ON grelout.outbox (handler, available_at, id)
+	WHERE route = 'single' AND state IN ('pending', 'processing');
+CREATE INDEX outbox_route_idx ON grelout.outbox (id) WHERE route = 'new';
+CREATE INDEX outbox_waiting_idx ON grelout.outbox (topic) WHERE route = 'waiting';
+
+-- The deliveries of messages routed to several handlers, one row each.
+-- "lease" is the fencing token of the row's current claim, as in outbox.
+CREATE TABLE grelout.fanout (
+	message_id uuid NOT NULL,
+	handler text NOT NULL,
+	state text NOT NULL DEFAULT 'pending',
+	attempts integer NOT NULL DEFAULT 0,
+	available_at timestamptz NOT NULL,
+	lease bigint,
+	last_error text,
+	last_status integer,
+	last_duration_ms integer,
+	delivered_at timestamptz,
+	dead_at timestamptz,
+	created_at timestamptz NOT NULL,
+	CONSTRAINT fanout_pkey PRIMARY KEY (message_id, handler),
+	CONSTRAINT fanout_state_check
+		CHECK (state IN ('pending', 'processing', 'delivered', 'dead')),
+	CONSTRAINT fanout_attempts_check CHECK (attempts >= 0)
+);
+COMMENT ON TABLE grelout.fanout
+	IS 'grelout deliveries of messages routed to several handlers: one row a (message, handler)';
+
+-- Vacuumed as grelout.outbox is, for the same reason.
+ALTER TABLE grelout.fanout SET (
+	autovacuum_vacuum_scale_factor = 0.0,
+	autovacuum_vacuum_threshold = 5000,
+	autovacuum_vacuum_insert_scale_factor = 0.0,
+	autovacuum_vacuum_insert_threshold = 10000,
+	autovacuum_analyze_scale_factor = 0.0,
+	autovacuum_analyze_threshold = 5000,
+	autovacuum_vacuum_cost_delay = 0);
+
+CREATE INDEX fanout_claim_idx ON grelout.fanout (handler, available_at, message_id)
+	WHERE state IN ('pending', 'processing');
+
+REVOKE ALL ON TABLE grelout.fanout FROM PUBLIC;
+
+-- pg_dump keeps every delivery not yet delivered.
+SELECT pg_catalog.pg_extension_config_dump('grelout.fanout',
+	'WHERE state <> ''delivered''');
+
+-- Whether grelout.keep_delivered keeps delivered messages.
+CREATE FUNCTION grelout._keeps_delivered() RETURNS boolean
+	AS 'MODULE_PATHNAME', 'grelout_keeps_delivered'
+	LANGUAGE C STABLE;
+REVOKE ALL ON FUNCTION grelout._keeps_delivered() FROM PUBLIC;
+
+-- Handler changes.  Each trigger first takes the routing lock, the
+-- transaction-level advisory lock (1735552116, 1) ("grlt", 1), in exclusive
+-- mode; a relay routes only under it in shared mode (trying, never waiting).
+-- So a relay never routes with a view of the handlers that a change in
+-- progress is about to make stale, and a trigger sees what a routing that
+-- ran before it wrote.
+
+-- A new handler, or one whose topic or filter changes, makes the messages
+-- waiting for a handler that it matches routable again: the relay routes
+-- them to every handler that matches them then.  Messages already routed
+-- are not touched.
+CREATE FUNCTION grelout._handlers_reroute() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $reroute$
+BEGIN
+	PERFORM pg_catalog.pg_advisory_xact_lock(1735552116, 1);
+	UPDATE grelout.outbox AS o SET route = 'new'
+	WHERE o.route = 'waiting'
+		AND grelout._topic_matches(NEW.topic, o.topic)
+		AND (NEW.filter IS NULL OR o.payload OPERATOR(pg_catalog.@>) NEW.filter);
+	IF FOUND THEN
+		PERFORM grelout._wake();
+	END IF;
+	RETURN NULL;
+END
+$reroute$;
+
+-- A deleted handler's unfinished deliveries go.  An inline one's message is
+-- unrouted again (routed to whatever matches it now, else it waits); a
+-- fan-out message that so loses its last unfinished delivery is finished
+-- if another handler delivered it (dead if one went dead), else it is
+-- unrouted again, its rows gone.  So DELETE then INSERT of a handler loses
+-- nothing.  Finished deliveries of the handler stay, for the record.  As a
+-- statement trigger AFTER TRUNCATE, every handler is gone.
+CREATE FUNCTION grelout._handlers_forget() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $forget$
+DECLARE
+	n bigint;
+	touched uuid[];
+	keep CONSTANT boolean := grelout._keeps_delivered();
+	drop_ids uuid[];		-- delivered by another handler, not kept
+	delivered_ids uuid[];	-- delivered by another handler, kept
+	dead_ids uuid[];		-- delivered by another, and one went dead
+	unroute_ids uuid[];		-- delivered by no one
+BEGIN
+	PERFORM pg_catalog.pg_advisory_xact_lock(1735552116, 1);
+
+	-- inline deliveries: a fresh, unrouted message (a claim in flight is
+	-- fenced off: its lease is gone); a delayed one stays delayed.  Then
+	-- the fan-out deliveries.
+	IF TG_OP = 'DELETE' THEN
+		UPDATE grelout.outbox AS o
+		SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+			attempts = 0, last_error = NULL, last_status = NULL,
+			last_duration_ms = NULL,
+			available_at = CASE WHEN o.state = 'processing'
+				THEN pg_catalog.now() ELSE o.available_at END
+		WHERE o.route = 'single' AND o.handler = OLD.name
+			AND o.state IN ('pending', 'processing');
+		GET DIAGNOSTICS n = ROW_COUNT;
+		WITH gone AS (
+			DELETE FROM grelout.fanout AS f
+			WHERE f.handler = OLD.name AND f.state IN ('pending', 'processing')
+			RETURNING f.message_id)
+		SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	ELSE
+		UPDATE grelout.outbox AS o
+		SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+			attempts = 0, last_error = NULL, last_status = NULL,
+			last_duration_ms = NULL,
+			available_at = CASE WHEN o.state = 'processing'
+				THEN pg_catalog.now() ELSE o.available_at END
+		WHERE o.route = 'single' AND o.state IN ('pending', 'processing');
+		GET DIAGNOSTICS n = ROW_COUNT;
+		WITH gone AS (
+			DELETE FROM grelout.fanout AS f
+			WHERE f.state IN ('pending', 'processing')
+			RETURNING f.message_id)
+		SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	END IF;
+	IF touched IS NULL THEN
+		IF n > 0 THEN
+			PERFORM grelout._wake();
+		END IF;
+		RETURN NULL;
+	END IF;
+
+	-- Wait for the settles in flight of these messages' other deliveries
+	-- (and hold theirs off): the next statement sees them, or the relay's
+	-- finalize after them sees this deletion.
+	PERFORM 1 FROM grelout.fanout AS f
+	WHERE f.message_id = ANY (touched)
+	ORDER BY f.message_id, f.handler
+	FOR UPDATE;
+
+	-- the messages left with no unfinished delivery
+	SELECT pg_catalog.array_agg(d.id) FILTER (WHERE d.any_delivered AND NOT d.any_dead AND NOT keep),
+		pg_catalog.array_agg(d.id) FILTER (WHERE d.any_delivered AND NOT d.any_dead AND keep),
+		pg_catalog.array_agg(d.id) FILTER (WHERE d.any_delivered AND d.any_dead),
+		pg_catalog.array_agg(d.id) FILTER (WHERE NOT d.any_delivered)
+	INTO drop_ids, delivered_ids, dead_ids, unroute_ids
+	FROM (SELECT o.id,
+			pg_catalog.bool_or(f.state = 'delivered') IS TRUE AS any_delivered,
+			pg_catalog.bool_or(f.state = 'dead') IS TRUE AS any_dead
+		FROM grelout.outbox AS o
+			LEFT JOIN grelout.fanout AS f ON f.message_id = o.id
+		WHERE o.id = ANY (touched) AND o.route = 'fanout'
+			AND o.state IN ('pending', 'processing')
+		GROUP BY o.id
+		HAVING NOT (pg_catalog.bool_or(f.state IN ('pending', 'processing')) IS TRUE)) AS d;
+
+	-- delivered by another handler: finished, as the relay finishes them
+	DELETE FROM grelout.fanout AS f WHERE f.message_id = ANY (drop_ids);
+	DELETE FROM grelout.outbox AS o
+	WHERE o.id = ANY (drop_ids) AND o.state IN ('pending', 'processing');
+	UPDATE grelout.outbox AS o
+	SET state = 'delivered', delivered_at = pg_catalog.now(), lease = NULL
+	WHERE o.id = ANY (delivered_ids) AND o.state IN ('pending', 'processing');
+	UPDATE grelout.outbox AS o
+	SET state = 'dead', dead_at = pg_catalog.now(), lease = NULL
+	WHERE o.id = ANY (dead_ids) AND o.state IN ('pending', 'processing');
+
+	-- delivered by no one: unrouted again, its rows gone
+	DELETE FROM grelout.fanout AS f WHERE f.message_id = ANY (unroute_ids);
+	UPDATE grelout.outbox AS o
+	SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+		attempts = 0, last_error = NULL, last_status = NULL,
+		last_duration_ms = NULL, dead_at = NULL
+	WHERE o.id = ANY (unroute_ids);
+
+	PERFORM grelout._wake();
+	RETURN NULL;
+END
+$forget$;
+
+REVOKE ALL ON FUNCTION grelout._handlers_reroute(), grelout._handlers_forget()
+	FROM PUBLIC;
+
+CREATE TRIGGER handlers_reroute_insert
+	AFTER INSERT ON grelout.handlers
+	FOR EACH ROW EXECUTE FUNCTION grelout._handlers_reroute();
+CREATE TRIGGER handlers_reroute_update
+	AFTER UPDATE OF topic, filter ON grelout.handlers
+	FOR EACH ROW
+	WHEN (OLD.topic IS DISTINCT FROM NEW.topic OR OLD.filter IS DISTINCT FROM NEW.filter)
+	EXECUTE FUNCTION grelout._handlers_reroute();
+CREATE TRIGGER handlers_forget
+	AFTER DELETE ON grelout.handlers
+	FOR EACH ROW EXECUTE FUNCTION grelout._handlers_forget();
+CREATE TRIGGER handlers_forget_all
+	AFTER TRUNCATE ON grelout.handlers
+	FOR EACH STATEMENT EXECUTE FUNCTION grelout._handlers_forget();
+
+-- TRUNCATE of grelout.outbox takes the fan-out deliveries with it: no
+-- delivery outlives its message.  (A DELETE: a TRUNCATE here would fail
+-- when the same statement truncates grelout.fanout too.)
+CREATE FUNCTION grelout._outbox_truncated() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $truncated$
+BEGIN
+	DELETE FROM grelout.fanout;
+	RETURN NULL;
+END
+$truncated$;
+REVOKE ALL ON FUNCTION grelout._outbox_truncated() FROM PUBLIC;
+CREATE TRIGGER outbox_truncate_fanout
+	AFTER TRUNCATE ON grelout.outbox
+	FOR EACH STATEMENT EXECUTE FUNCTION grelout._outbox_truncated();
+
+-- One row a delivery: the inline deliveries of messages routed to one
+-- handler, and the rows of those routed to several.
+CREATE VIEW grelout.deliveries AS
+SELECT o.id AS message_id, o.handler, o.topic, o.state, o.attempts,
+	o.available_at, o.last_error, o.last_status, o.last_duration_ms,
+	o.delivered_at, o.dead_at, o.created_at
+FROM grelout.outbox AS o
+WHERE o.route = 'single'
+UNION ALL
+SELECT f.message_id, f.handler, o.topic, f.state, f.attempts,
+	f.available_at, f.last_error, f.last_status, f.last_duration_ms,
+	f.delivered_at, f.dead_at, f.created_at
+FROM grelout.fanout AS f
+	JOIN grelout.outbox AS o ON o.id = f.message_id;
+COMMENT ON VIEW grelout.deliveries
+	IS 'grelout deliveries: one row a (message, handler)';
+REVOKE ALL ON TABLE grelout.deliveries FROM PUBLIC;
+
+-- grelout.status: has_handler now means an enabled handler whose pattern
+-- matches the topic.
+CREATE OR REPLACE VIEW grelout.status AS
+SELECT t.topic,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'pending') AS pending,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'processing') AS processing,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'dead') AS dead,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'delivered') AS delivered,
+	pg_catalog.now() - pg_catalog.min(o.created_at)
+		FILTER (WHERE o.state = 'pending' AND o.available_at <= pg_catalog.now())
+		AS oldest_pending_age,
+	EXISTS (SELECT 1 FROM grelout.handlers h
+			WHERE h.enabled AND grelout._topic_matches(h.topic, t.topic)) AS has_handler
+FROM (SELECT topic FROM grelout.outbox
+	  UNION
+	  SELECT topic FROM grelout.handlers) AS t
+	LEFT JOIN grelout.outbox AS o ON o.topic = t.topic
+GROUP BY t.topic;
+
+-- grelout.handlers_masked gains the 1.1 columns (after the 1.0 ones, so
+-- that its grants stay).
+CREATE OR REPLACE VIEW grelout.handlers_masked AS
+SELECT topic, grelout._mask_url(url) AS url,
+	ARRAY(SELECT pg_catalog.jsonb_object_keys(h.headers)) AS header_names,
+	secret IS NOT NULL AS has_secret,
+	previous_secret IS NOT NULL AS has_previous_secret,
+	timeout, max_attempts, enabled,
+	name, filter, max_in_flight, max_per_second, ordered, on_dead
+FROM grelout.handlers AS h;
+
+-- outbox_redrive gets a handler and a message id.  As for outbox_purge,
+-- one function replaces the 1.0 one and the EXECUTE grants of the old
+-- signature carry over.
+CREATE FUNCTION @extschema@.outbox_redrive(
+	topic text DEFAULT NULL,
+	handler text DEFAULT NULL,
+	message_id uuid DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'grelout_redrive_1_1'
+	LANGUAGE C VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION @extschema@.outbox_redrive(text, text, uuid)
+	IS 'move dead deliveries (of a topic, a handler, a message) back to pending, due now, with attempts reset';
+REVOKE ALL ON FUNCTION @extschema@.outbox_redrive(text, text, uuid) FROM PUBLIC;
+
+DO $grants$
+DECLARE
+	old_fn CONSTANT pg_catalog.regprocedure :=
+		'@extschema@.outbox_redrive(text)'::pg_catalog.regprocedure;
+	new_fn CONSTANT pg_catalog.regprocedure :=
+		'@extschema@.outbox_redrive(text, text, uuid)'::pg_catalog.regprocedure;
+	initial pg_catalog.aclitem[];
+	g record;
+BEGIN
+	SELECT i.initprivs INTO STRICT initial FROM pg_catalog.pg_init_privs AS i
+	WHERE i.objoid = new_fn AND i.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		AND i.objsubid = 0;
+	FOR g IN
+		SELECT r.rolname, a.is_grantable
+		FROM pg_catalog.pg_proc AS p,
+			pg_catalog.aclexplode(p.proacl) AS a,
+			pg_catalog.pg_roles AS r
+		WHERE p.oid = old_fn AND a.privilege_type = 'EXECUTE'
+			AND a.grantee = r.oid AND a.grantee <> p.proowner
+	LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I%s',
+			new_fn, g.rolname,
+			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+	-- these grants are the administrator's, not the extension's
+	UPDATE pg_catalog.pg_init_privs SET initprivs = initial
+	WHERE objoid = new_fn AND classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		AND objsubid = 0;
+END
+$grants$;
+
+DROP FUNCTION @extschema@.outbox_redrive(text);
