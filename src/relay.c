@@ -1019,6 +1019,14 @@ pin_session(void)
 	 * sort that stays in use, growing with the table, until the next ANALYZE.
 	 */
 	SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * The 1.1 statements read grelout.handlers (a few rows, no index on
+	 * "enabled") with a sequential scan, which enable_seqscan = off costs at
+	 * 1e10: that cost would make every cycle JIT-compile its statements
+	 * (hundreds of milliseconds).  No relay statement gains from JIT.
+	 */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
