@@ -338,15 +338,33 @@ forget_settles(RelayState *st)
 	st->settles_cap = 0;
 }
 
-/* log_dead: the WARNING of a dead-lettered message. */
-static void
-log_dead(const char *id, const char *topic, int attempt, const char *error)
+/*
+ * named_handler: the handler's name when the log should give it: under 1.1,
+ * when it is not the topic (as 1.0 named every handler by its topic).
+ */
+static const char *
+named_handler(const char *handler, const char *topic)
 {
-	ereport(WARNING,
-			(errmsg("grelout message %s of topic \"%s\" is dead after attempt %d",
-					id, topic, attempt),
-			 errdetail("%s", error),
-			 errhint("Fix the endpoint, then call outbox_redrive().")));
+	return (handler && strcmp(handler, topic) != 0) ? handler : NULL;
+}
+
+/* log_dead: the WARNING of a dead-lettered delivery. */
+static void
+log_dead(const char *id, const char *topic, const char *handler, int attempt,
+		 const char *error)
+{
+	if (named_handler(handler, topic))
+		ereport(WARNING,
+				(errmsg("grelout message %s of topic \"%s\" for handler \"%s\" is dead after attempt %d",
+						id, topic, handler, attempt),
+				 errdetail("%s", error),
+				 errhint("Fix the endpoint, then call outbox_redrive().")));
+	else
+		ereport(WARNING,
+				(errmsg("grelout message %s of topic \"%s\" is dead after attempt %d",
+						id, topic, attempt),
+				 errdetail("%s", error),
+				 errhint("Fix the endpoint, then call outbox_redrive().")));
 }
 
 /* responded: did a status line arrive (a cut body still counts)? */
@@ -423,17 +441,23 @@ finish_job(RelayState *st, WebhookJob *job)
 	grelout_slot_error(st->slot, errbuf);
 	if (o.kind == OUTCOME_DEAD)
 	{
-		log_dead(job->id_str, job->topic, job->attempts, errbuf);
+		log_dead(job->id_str, job->topic, job->handler, job->attempts, errbuf);
 		add_settle(st, job, SETTLE_DEAD, 0, errbuf);
+		webhook_free(job);
+		return;
 	}
+	if (named_handler(job->handler, job->topic))
+		ereport(WARNING,
+				(errmsg("grelout message %s of topic \"%s\" for handler \"%s\" failed on attempt %d, retrying in %.1f s",
+						job->id_str, job->topic, job->handler, job->attempts,
+						o.delay_ms / 1000.0),
+				 errdetail("%s", errbuf)));
 	else
-	{
 		ereport(WARNING,
 				(errmsg("grelout message %s of topic \"%s\" failed on attempt %d, retrying in %.1f s",
 						job->id_str, job->topic, job->attempts, o.delay_ms / 1000.0),
 				 errdetail("%s", errbuf)));
-		add_settle(st, job, SETTLE_RETRY, o.delay_ms, errbuf);
-	}
+	add_settle(st, job, SETTLE_RETRY, o.delay_ms, errbuf);
 	webhook_free(job);
 }
 
@@ -455,6 +479,7 @@ typedef struct ClaimDead
 {
 	char	   *id;
 	char	   *topic;
+	char	   *handler;
 	int			attempts;
 	char	   *error;
 } ClaimDead;
@@ -466,7 +491,8 @@ typedef struct ClaimDead
  * dead-lettered nothing.
  */
 static bool
-claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc)
+claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc,
+				  List **fanout_dead)
 {
 	bool		isnull;
 	ClaimDead  *cd;
@@ -478,9 +504,18 @@ claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc)
 	cd = palloc(sizeof(ClaimDead));
 	cd->id = SPI_getvalue(tup, desc, CLAIM_ID);
 	cd->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
+	cd->handler = webhook_text_column(tup, desc, CLAIM_HANDLER);
 	cd->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
 	cd->error = webhook_text_column(tup, desc, CLAIM_LAST_ERROR);
 	st->claim_dead = lappend(st->claim_dead, cd);
+	if (DatumGetBool(SPI_getbinval(tup, desc, CLAIM_FANOUT, &isnull)))
+	{
+		pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
+
+		memcpy(id, DatumGetUUIDP(SPI_getbinval(tup, desc, CLAIM_ID, &isnull)),
+			   sizeof(pg_uuid_t));
+		*fanout_dead = lappend(*fanout_dead, id);
+	}
 	MemoryContextSwitchTo(old);
 	return true;
 }
@@ -495,7 +530,7 @@ claim_dead_report(RelayState *st)
 	{
 		ClaimDead  *cd = lfirst(lc);
 
-		log_dead(cd->id, cd->topic, cd->attempts,
+		log_dead(cd->id, cd->topic, cd->handler, cd->attempts,
 				 cd->error ? cd->error : "no attempts left");
 		st->count_dead++;
 	}
@@ -553,6 +588,7 @@ claim_step(RelayState *st, int limit)
 	uint64		nrows = 0;
 	int			claimed;
 	bool		routed_full;
+	List	   *fanout_dead = NIL;
 	SPITupleTable *tt;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
@@ -565,11 +601,14 @@ claim_step(RelayState *st, int limit)
 						 &nrows);
 		for (uint64 i = 0; i < nrows; i++)
 		{
-			if (claimed_exhausted(st, tt->vals[i], tt->tupdesc))
+			if (claimed_exhausted(st, tt->vals[i], tt->tupdesc, &fanout_dead))
 				continue;
 			queue_job(st, tt->vals[i], tt->tupdesc, lease);
 		}
 	}
+	/* a fan-out delivery dead-lettered here may have been its message's last */
+	if (fanout_dead != NIL)
+		store_finalize_fanout(fanout_dead, grelout_keep_mode != GRELOUT_KEEP_OFF);
 
 	/*
 	 * A full batch (routed or claimed) means more may be new or due;

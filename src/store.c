@@ -275,12 +275,7 @@ static const char *update_sql_11 =
 "  AS s(id, lease, state, delay_ms, error, status, duration_ms)"
 " WHERE o.id = s.id AND o.lease = s.lease";
 
-/*
- * 1.1: the messages of the fan-out rows about to be settled, locked in id
- * order before their rows change.  Two relays settling the last rows of
- * one message so take turns, and the finalize of the second (a statement
- * of its own, with a snapshot taken after the lock) sees the first's rows.
- */
+/* 1.1: the messages of fan-out rows about to change (see lock_messages). */
 static const char *fanout_lock_sql_11 =
 "SELECT 1 FROM grelout.outbox o WHERE o.id = ANY ($1::uuid[])"
 " ORDER BY o.id FOR UPDATE OF o";
@@ -614,27 +609,74 @@ settle_update(StoreSchema schema, SettleBatch *b)
 }
 
 /*
+ * lock_messages: lock the outbox rows of these messages, in id order, before
+ * their fan-out rows change.  Two relays finishing the last rows of one
+ * message so take turns, and the finalize of the second (a statement of its
+ * own, whose snapshot is taken after the lock) sees the first's rows.
+ */
+static void
+lock_messages(Datum ids)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {ids};
+	int			ret;
+
+	prepare_once(&fanout_lock_plan_11, fanout_lock_sql_11, 1, types);
+	ret = SPI_execute_plan(fanout_lock_plan_11, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not lock fan-out messages: %s", SPI_result_code_string(ret));
+}
+
+/* finalize: finish the messages among ids whose rows are all finished. */
+static void
+finalize(Datum ids, bool keep_delivered)
+{
+	Oid			types[2] = {UUIDARRAYOID, BOOLOID};
+	Datum		values[2];
+	int			ret;
+
+	prepare_once(&finalize_plan_11, finalize_sql_11, 2, types);
+	values[0] = ids;
+	values[1] = BoolGetDatum(keep_delivered);
+	ret = SPI_execute_plan(finalize_plan_11, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "finalize failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * store_finalize_fanout: after the claim dead-lettered fan-out rows (a list
+ * of pg_uuid_t pointers, their message ids), finalize their messages.
+ */
+void
+store_finalize_fanout(List *ids, bool keep_delivered)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * list_length(ids));
+	int			n = 0;
+	ListCell   *lc;
+	Datum		arr;
+
+	foreach(lc, ids)
+		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
+	arr = build_array(elems, NULL, n, UUIDOID);
+	lock_messages(arr);
+	finalize(arr, keep_delivered);
+}
+
+/*
  * settle_fanout: the fan-out outcomes (1.1): lock their messages, update
  * their rows, then finalize the messages that have no unfinished row left.
  */
 static void
 settle_fanout(SettleBatch *b, bool keep_delivered)
 {
-	Oid			ltypes[1] = {UUIDARRAYOID};
-	Oid			utypes[8] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
+	Oid			types[8] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
 		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
-	Oid			ftypes[2] = {UUIDARRAYOID, BOOLOID};
 	Datum		ids = build_array(b->ids, NULL, b->n, UUIDOID);
 	Datum		values[8];
 	int			ret;
 
-	prepare_once(&fanout_lock_plan_11, fanout_lock_sql_11, 1, ltypes);
-	values[0] = ids;
-	ret = SPI_execute_plan(fanout_lock_plan_11, values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
-
-	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 8, utypes);
+	lock_messages(ids);
+	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 8, types);
 	values[0] = ids;
 	values[1] = build_array(b->handlers, NULL, b->n, TEXTOID);
 	values[2] = build_array(b->leases, NULL, b->n, INT8OID);
@@ -646,13 +688,7 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 	ret = SPI_execute_plan(fanout_update_plan_11, values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
-
-	prepare_once(&finalize_plan_11, finalize_sql_11, 2, ftypes);
-	values[0] = ids;
-	values[1] = BoolGetDatum(keep_delivered);
-	ret = SPI_execute_plan(finalize_plan_11, values, NULL, false, 0);
-	if (ret != SPI_OK_UPDATE)
-		elog(ERROR, "finalize failed: %s", SPI_result_code_string(ret));
+	finalize(ids, keep_delivered);
 }
 
 /*

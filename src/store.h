@@ -13,6 +13,7 @@
 #include "grelout.h"
 
 #include "executor/spi.h"
+#include "nodes/pg_list.h"
 
 /* Columns of a claimed row, in the order store_claim returns them. */
 enum
@@ -75,6 +76,7 @@ extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  bool dead_letter, uint64 *nrows);
 extern void store_settle(StoreSchema schema, SettleItem *items, int n,
 						 bool keep_delivered);
+extern void store_finalize_fanout(List *ids, bool keep_delivered);
 extern uint64 store_release_stale_leases(StoreSchema schema);
 extern int64 store_next_due_ms(StoreSchema schema);
 extern uint64 store_purge_delivered(StoreSchema schema, int64 window_ms, int limit);

@@ -208,6 +208,20 @@ ok(wait_until(sub { $recv->count('/h') >= 1 }, 30), 'inserting the handler again
 ok(wait_until(sub { msg($h, 'state') eq 'delivered' }, 30), 'delivered');
 is($recv->count('/h'), 1, 'once');
 
+# ---- a lapsed fan-out claim without attempts left is dead-lettered at the claim
+handler('q-ok', 'q.t', '/q1');
+handler('q-lapsed', 'q.t', '/q2', { max_attempts => 2, enabled => 'false' });
+my $q = publish('q.t');
+ok(wait_until(sub { rows($q) eq 'q-lapsed:pending,q-ok:delivered' }, 30), 'one delivered, one paused');
+sq("UPDATE grelout.fanout SET state = 'processing', attempts = 2, lease = 7,"
+	. " available_at = now() - interval '1 second'"
+	. " WHERE message_id = '$q' AND handler = 'q-lapsed'");
+sq("UPDATE grelout.handlers SET enabled = true WHERE name = 'q-lapsed'");
+ok(wait_until(sub { msg($q, 'state') eq 'dead' }, 30),
+	'the claim dead-letters the lapsed delivery and the message reads dead');
+is(rows($q), 'q-lapsed:dead,q-ok:delivered', 'its row is dead');
+is($recv->count('/q2'), 0, 'without a request');
+
 # ---- a delayed message is routed at once and sent when due
 handler('i-1', 'i.t', '/i');
 handler('i-2', 'i.t', '/i');
