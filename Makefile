@@ -22,6 +22,8 @@ OBJS = \
 	src/edge.o \
 	src/validate.o \
 	src/mask.o \
+	src/route.o \
+	src/topics.o \
 	src/publish.o \
 	src/sign.o \
 	src/store.o \

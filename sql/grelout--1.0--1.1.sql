@@ -1,4 +1,4 @@
-/* grelout--1.0--1.1.sql: from grelout 1.0 to 1.1 (publisher isolation) */
+/* grelout--1.0--1.1.sql: from grelout 1.0 to 1.1 (publisher isolation, fan-out) */
 
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION grelout UPDATE TO '1.1'" to load this file. \quit
@@ -129,3 +129,148 @@ SELECT topic, grelout._mask_url(url) AS url,
 FROM grelout.handlers AS h;
 COMMENT ON VIEW grelout.handlers_masked
 	IS 'grelout handlers without secrets, header values or URL credentials';
+
+------------------------------------------------------------------------
+-- Fan-out (issue 10): handler names, topic patterns, filters, and one
+-- delivery a (message, handler).
+--
+-- A message routed to one handler keeps its one delivery inline in its
+-- grelout.outbox row, exactly as 1.0 kept it; only a message routed to
+-- several handlers gets one grelout.fanout row a handler, its payload
+-- staying once in grelout.outbox.
+------------------------------------------------------------------------
+
+-- Does a message's topic match a handler's topic pattern ('*' one segment,
+-- '#' zero or more).  Executable by PUBLIC, like _mask_url: it reads
+-- nothing, and grelout.status, which whoever may read the view runs with
+-- their own rights, calls it.
+CREATE FUNCTION grelout._topic_matches(pattern text, topic text) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'grelout_topic_matches'
+	LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION grelout._topic_matches(text, text)
+	IS 'whether a topic matches a handler''s topic pattern';
+
+-- Wake the relays when the calling transaction commits.
+CREATE FUNCTION grelout._wake() RETURNS void
+	AS 'MODULE_PATHNAME', 'grelout_wake'
+	LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION grelout._wake() FROM PUBLIC;
+
+-- Handlers: a name (the new primary key), and the topic becomes a pattern.
+-- A 1.0 topic that is no valid pattern (an empty segment, or '*' or '#'
+-- inside a segment) stops the upgrade: rename such a handler first.
+DO $patterns$
+DECLARE
+	bad text;
+BEGIN
+	SELECT h.topic INTO bad FROM grelout.handlers AS h
+	WHERE h.topic OPERATOR(pg_catalog.~) '(^\.|\.\.|\.$|[^.][*#]|[*#][^.])'
+	ORDER BY h.topic LIMIT 1;
+	IF FOUND THEN
+		RAISE EXCEPTION 'handler topic "%" is not a valid topic pattern', bad
+			USING ERRCODE = 'invalid_parameter_value',
+				DETAIL = 'In 1.1 a handler''s topic is a pattern: segments separated by single dots, none empty, with "*" and "#" only as whole segments.',
+				HINT = 'Change the handler''s topic under 1.0, then update the extension again.';
+	END IF;
+END
+$patterns$;
+
+ALTER TABLE grelout.handlers
+	ADD COLUMN name text,
+	ADD COLUMN filter jsonb,
+	ADD COLUMN max_in_flight integer,
+	ADD COLUMN max_per_second integer,
+	ADD COLUMN ordered boolean NOT NULL DEFAULT false,
+	ADD COLUMN on_dead text NOT NULL DEFAULT 'block';
+COMMENT ON COLUMN grelout.handlers.name
+	IS 'the handler''s identity; the topic text when an INSERT gives none';
+COMMENT ON COLUMN grelout.handlers.topic
+	IS 'the topics the handler takes: a pattern, "*" one segment, "#" zero or more';
+COMMENT ON COLUMN grelout.handlers.filter
+	IS 'NULL, or a JSON object the payload must contain (payload @> filter)';
+
+-- Existing handlers are named by their topic.  The validate trigger would
+-- take this for a rename: the backfill runs without it.
+ALTER TABLE grelout.handlers DISABLE TRIGGER handlers_validate;
+UPDATE grelout.handlers SET name = topic;
+ALTER TABLE grelout.handlers ENABLE TRIGGER handlers_validate;
+ALTER TABLE grelout.handlers ALTER COLUMN name SET NOT NULL;
+ALTER TABLE grelout.handlers DROP CONSTRAINT handlers_pkey;
+ALTER TABLE grelout.handlers ADD CONSTRAINT handlers_pkey PRIMARY KEY (name);
+COMMENT ON TABLE grelout.handlers IS 'grelout webhook endpoints: one row a handler';
+
+-- Messages: how each was routed, and the inline delivery's handler.
+--   new: committed, not yet routed;  waiting: routed, no handler matched;
+--   single: its one delivery is inline, to "handler";
+--   fanout: its deliveries are rows of grelout.fanout.
+ALTER TABLE grelout.outbox
+	ADD COLUMN route text NOT NULL DEFAULT 'new',
+	ADD COLUMN handler text,
+	ADD COLUMN last_status integer,
+	ADD COLUMN last_duration_ms integer,
+	ADD CONSTRAINT outbox_route_check
+		CHECK (route IN ('new', 'waiting', 'single', 'fanout'));
+COMMENT ON COLUMN grelout.outbox.route
+	IS 'new (not yet routed), waiting (no handler matched), single (one inline delivery) or fanout (rows of grelout.fanout)';
+COMMENT ON COLUMN grelout.outbox.handler
+	IS 'the handler of the inline delivery (route single)';
+
+-- 1.0's messages: those of a topic with a handler are its inline delivery,
+-- whatever their state (a claim in flight under 1.0 settles by its lease
+-- token); finished ones too (shown as before); undelivered ones without a
+-- handler wait for one.
+UPDATE grelout.outbox AS o SET route = 'single', handler = o.topic
+WHERE o.state IN ('delivered', 'dead')
+	OR EXISTS (SELECT 1 FROM grelout.handlers AS h WHERE h.name = o.topic);
+UPDATE grelout.outbox SET route = 'waiting' WHERE route = 'new';
+
+-- The claim reads the inline deliveries of one handler, due order; the
+-- router reads unrouted messages; a handler's creation, the messages
+-- waiting for one.
+DROP INDEX grelout.outbox_claim_idx;
+CREATE INDEX outbox_claim_idx ON grelout.outbox (handler, available_at, id)
+	WHERE route = 'single' AND state IN ('pending', 'processing');
+CREATE INDEX outbox_route_idx ON grelout.outbox (id) WHERE route = 'new';
+CREATE INDEX outbox_waiting_idx ON grelout.outbox (topic) WHERE route = 'waiting';
+
+-- The deliveries of messages routed to several handlers, one row each.
+-- "lease" is the fencing token of the row's current claim, as in outbox.
+CREATE TABLE grelout.fanout (
+	message_id uuid NOT NULL,
+	handler text NOT NULL,
+	state text NOT NULL DEFAULT 'pending',
+	attempts integer NOT NULL DEFAULT 0,
+	available_at timestamptz NOT NULL,
+	lease bigint,
+	last_error text,
+	last_status integer,
+	last_duration_ms integer,
+	delivered_at timestamptz,
+	dead_at timestamptz,
+	created_at timestamptz NOT NULL,
+	CONSTRAINT fanout_pkey PRIMARY KEY (message_id, handler),
+	CONSTRAINT fanout_state_check
+		CHECK (state IN ('pending', 'processing', 'delivered', 'dead')),
+	CONSTRAINT fanout_attempts_check CHECK (attempts >= 0)
+);
+COMMENT ON TABLE grelout.fanout
+	IS 'grelout deliveries of messages routed to several handlers: one row a (message, handler)';
+
+-- Vacuumed as grelout.outbox is, for the same reason.
+ALTER TABLE grelout.fanout SET (
+	autovacuum_vacuum_scale_factor = 0.0,
+	autovacuum_vacuum_threshold = 5000,
+	autovacuum_vacuum_insert_scale_factor = 0.0,
+	autovacuum_vacuum_insert_threshold = 10000,
+	autovacuum_analyze_scale_factor = 0.0,
+	autovacuum_analyze_threshold = 5000,
+	autovacuum_vacuum_cost_delay = 0);
+
+CREATE INDEX fanout_claim_idx ON grelout.fanout (handler, available_at, message_id)
+	WHERE state IN ('pending', 'processing');
+
+REVOKE ALL ON TABLE grelout.fanout FROM PUBLIC;
+
+-- pg_dump keeps every delivery not yet delivered.
+SELECT pg_catalog.pg_extension_config_dump('grelout.fanout',
+	'WHERE state <> ''delivered''');

@@ -21,6 +21,7 @@
 #define GRELOUT_MAX_WORKERS		64
 #define GRELOUT_LAST_ERROR_MAX	512		/* bytes of last_error kept */
 #define GRELOUT_TOPIC_MAX		255		/* bytes of a topic */
+#define GRELOUT_HANDLER_NAME_MAX	255	/* bytes of a handler name */
 
 /* grelout.c: settings */
 extern char *grelout_database;

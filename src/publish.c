@@ -49,6 +49,7 @@ PG_FUNCTION_INFO_V1(grelout_message_status_1_1);
 PG_FUNCTION_INFO_V1(grelout_redrive);
 PG_FUNCTION_INFO_V1(grelout_purge);
 PG_FUNCTION_INFO_V1(grelout_purge_1_1);
+PG_FUNCTION_INFO_V1(grelout_wake);
 
 #define MAX_KEY_BYTES		255
 
@@ -674,4 +675,16 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 					" WHEN 'dead' THEN dead_at END, created_at) < now() - $1)",
 					3, argtypes, args, nulls, SPI_OK_DELETE, "purge");
 	PG_RETURN_INT64((int64) n);
+}
+
+/*
+ * grelout_wake: grelout._wake() RETURNS void.  Wake the relays when the
+ * current transaction commits: the handler triggers call it after making
+ * messages routable again.
+ */
+Datum
+grelout_wake(PG_FUNCTION_ARGS)
+{
+	wake_at_commit = true;
+	PG_RETURN_VOID();
 }

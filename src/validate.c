@@ -4,7 +4,9 @@
  *	  Validation of what users store: request headers (of messages and of
  *	  handlers) and the rows of grelout.handlers, checked by a trigger so
  *	  that a bad URL, secret, header, timeout or attempt count is refused at
- *	  INSERT or UPDATE with a clear error.
+ *	  INSERT or UPDATE with a clear error.  Under the 1.1 schema the trigger
+ *	  also gives a handler without a name its topic as name, refuses a
+ *	  rename, and checks the topic pattern, filter, caps and on_dead.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,6 +17,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "route.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -219,6 +222,166 @@ column(TupleDesc desc, const char *name)
 	return attnum;
 }
 
+/* text_equal: two text datums hold the same bytes. */
+static bool
+text_equal(Datum a, Datum b)
+{
+	text	   *ta = DatumGetTextPP(a);
+	text	   *tb = DatumGetTextPP(b);
+
+	return VARSIZE_ANY_EXHDR(ta) == VARSIZE_ANY_EXHDR(tb) &&
+		memcmp(VARDATA_ANY(ta), VARDATA_ANY(tb), VARSIZE_ANY_EXHDR(ta)) == 0;
+}
+
+/*
+ * check_name: a handler's name is 1 to GRELOUT_HANDLER_NAME_MAX bytes
+ * without control characters (it goes into the grelout-handler request
+ * header and log lines).
+ */
+static void
+check_name(text *name)
+{
+	int			len = VARSIZE_ANY_EXHDR(name);
+
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("handler name must not be empty")));
+	if (len > GRELOUT_HANDLER_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("handler name is longer than %d bytes", GRELOUT_HANDLER_NAME_MAX)));
+	if (!edge_control_free(VARDATA_ANY(name), len, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("handler name must not contain control characters"),
+				 errdetail("C0 and C1 control characters (U+0000 to U+001F, U+007F to U+009F) are refused.")));
+}
+
+/*
+ * check_pattern: a handler's topic is a pattern: segments split at '.',
+ * none empty, '*' and '#' only as whole segments.  The pattern is quoted
+ * cut to 64 bytes (its length and characters were checked before).
+ */
+static void
+check_pattern(text *topic)
+{
+	const char *p = VARDATA_ANY(topic);
+	int			len = VARSIZE_ANY_EXHDR(topic);
+
+	switch (edge_topic_pattern_valid(p, len))
+	{
+		case EDGE_TOPIC_PATTERN_OK:
+			return;
+		case EDGE_TOPIC_PATTERN_EMPTY_SEGMENT:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler topic \"%.*s\" has an empty segment",
+							pg_mbcliplen(p, len, 64), p),
+					 errdetail("A topic pattern is segments separated by single dots, none empty.")));
+			break;
+		case EDGE_TOPIC_PATTERN_BAD_WILDCARD:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler topic \"%.*s\" has a wildcard inside a segment",
+							pg_mbcliplen(p, len, 64), p),
+					 errdetail("\"*\" (one segment) and \"#\" (zero or more segments) must each be a whole segment, as in \"orders.*\" or \"orders.#\".")));
+			break;
+	}
+}
+
+/* check_positive_cap: a cap column is NULL or positive. */
+static void
+check_positive_cap(HeapTuple tuple, TupleDesc desc, int attnum, const char *name)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tuple, attnum, desc, &isnull);
+
+	if (!isnull && DatumGetInt32(d) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("handler %s must be positive", name),
+				 errhint("Set it to NULL for the default.")));
+}
+
+/*
+ * validate_1_1: the columns the 1.1 schema adds to grelout.handlers.
+ * Returns the tuple to store: on INSERT without a name, a copy whose name
+ * is the topic.
+ */
+static HeapTuple
+validate_1_1(TriggerData *trigdata, HeapTuple tuple, TupleDesc desc, int name_att)
+{
+	bool		isnull;
+	Datum		d;
+
+	d = heap_getattr(tuple, name_att, desc, &isnull);
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		bool		old_isnull;
+		Datum		old = heap_getattr(trigdata->tg_trigtuple, name_att, desc, &old_isnull);
+
+		/* a rename: the other tables refer to handlers by name */
+		if (isnull != old_isnull ||
+			(!isnull && !text_equal(d, old)))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a handler cannot be renamed"),
+					 errdetail("Its deliveries refer to it by name."),
+					 errhint("Delete the handler and insert it again under the new name: its unfinished deliveries are routed again.")));
+	}
+	else if (isnull)
+	{
+		/* an INSERT without a name: the topic text, as 1.0 named handlers */
+		int			attnum = name_att;
+		bool		topic_isnull;
+		Datum		topic = heap_getattr(tuple, column(desc, "topic"), desc, &topic_isnull);
+
+		if (!topic_isnull)
+		{
+			tuple = heap_modify_tuple_by_cols(tuple, desc, 1, &attnum,
+											  &topic, &topic_isnull);
+			d = topic;
+			isnull = false;
+		}
+	}
+	if (!isnull)
+		check_name(DatumGetTextPP(d));
+
+	d = heap_getattr(tuple, column(desc, "topic"), desc, &isnull);
+	if (!isnull)
+		check_pattern(DatumGetTextPP(d));
+
+	d = heap_getattr(tuple, column(desc, "filter"), desc, &isnull);
+	if (!isnull)
+	{
+		Jsonb	   *filter = DatumGetJsonbP(d);
+
+		if (!JB_ROOT_IS_OBJECT(filter) || JB_ROOT_IS_SCALAR(filter))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler filter must be a JSON object"),
+					 errdetail("A handler gets a message when its payload contains the filter (payload @> filter)."),
+					 errhint("Use an object such as '{\"region\": \"eu\"}', or NULL for every message.")));
+	}
+
+	check_positive_cap(tuple, desc, column(desc, "max_in_flight"), "max_in_flight");
+	check_positive_cap(tuple, desc, column(desc, "max_per_second"), "max_per_second");
+
+	d = heap_getattr(tuple, column(desc, "on_dead"), desc, &isnull);
+	if (!isnull)
+	{
+		char	   *on_dead = TextDatumGetCString(d);
+
+		if (strcmp(on_dead, "block") != 0 && strcmp(on_dead, "skip") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("handler on_dead must be \"block\" or \"skip\""),
+					 errdetail("It says what an ordered handler does when a key's first message goes dead.")));
+	}
+	return tuple;
+}
+
 /*
  * grelout_handlers_validate: BEFORE INSERT OR UPDATE trigger on
  * grelout.handlers.
@@ -231,6 +394,7 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 	bool		isnull;
 	Datum		d;
+	int			name_att;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
@@ -284,6 +448,11 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("handler max_attempts must be positive")));
+
+	/* the 1.1 schema: a handler has a name (1.0's topic was its name) */
+	name_att = SPI_fnumber(desc, "name");
+	if (name_att > 0)
+		tuple = validate_1_1(trigdata, tuple, desc, name_att);
 
 	return PointerGetDatum(tuple);
 }
