@@ -548,10 +548,12 @@ queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 }
 
 /*
- * route_step: route the messages committed since the last cycle (1.1),
- * claiming at once, up to limit, those routed to one enabled handler and
- * due; returns how many it claimed.  *full says a whole batch was routed
- * (more may be new).
+ * route_step: route the messages committed since the last cycle (1.1), as
+ * many as the claim may take (limit), claiming at once those routed to one
+ * enabled handler and due; returns how many it claimed.  *full says a whole
+ * batch was routed (more may be new).  Routing no more than can be claimed
+ * keeps a single-handler message at one update, as in 1.0: routed and
+ * claimed together, rather than routed now and claimed in a later cycle.
  */
 static int
 route_step(RelayState *st, int limit, int64 lease, bool *full)
@@ -560,9 +562,9 @@ route_step(RelayState *st, int limit, int64 lease, bool *full)
 	int			claimed = 0;
 	SPITupleTable *tt;
 
-	tt = store_route(st->schema, grelout_batch_size, limit,
-					 grelout_lease_duration, lease, &nrows);
-	*full = (nrows >= (uint64) grelout_batch_size);
+	tt = store_route(st->schema, limit, limit, grelout_lease_duration, lease,
+					 &nrows);
+	*full = (nrows >= (uint64) limit);
 	for (uint64 i = 0; i < nrows; i++)
 	{
 		bool		isnull;
