@@ -581,7 +581,7 @@ class Bench:
         worker = None
         if system == 'grelout':
             self.q("INSERT INTO grelout.handlers (topic, url) VALUES ('latency', %s)"
-                   " ON CONFLICT (topic) DO UPDATE SET url = excluded.url", (url,))
+                   " ON CONFLICT (name) DO UPDATE SET url = excluded.url", (url,))
             self.set_conf(grelout__relay='on')
         else:
             self.pause()

@@ -274,3 +274,242 @@ REVOKE ALL ON TABLE grelout.fanout FROM PUBLIC;
 -- pg_dump keeps every delivery not yet delivered.
 SELECT pg_catalog.pg_extension_config_dump('grelout.fanout',
 	'WHERE state <> ''delivered''');
+
+-- Whether grelout.keep_delivered keeps delivered messages.
+CREATE FUNCTION grelout._keeps_delivered() RETURNS boolean
+	AS 'MODULE_PATHNAME', 'grelout_keeps_delivered'
+	LANGUAGE C STABLE;
+REVOKE ALL ON FUNCTION grelout._keeps_delivered() FROM PUBLIC;
+
+-- Handler changes.  Each trigger first takes the routing lock, the
+-- transaction-level advisory lock (1735552116, 1) ("grlt", 1), in exclusive
+-- mode; a relay routes only under it in shared mode (trying, never waiting).
+-- So a relay never routes with a view of the handlers that a change in
+-- progress is about to make stale, and a trigger sees what a routing that
+-- ran before it wrote.
+
+-- A new handler, or one whose topic or filter changes, makes the messages
+-- waiting for a handler that it matches routable again: the relay routes
+-- them to every handler that matches them then.  Messages already routed
+-- are not touched.
+CREATE FUNCTION grelout._handlers_reroute() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $reroute$
+BEGIN
+	PERFORM pg_catalog.pg_advisory_xact_lock(1735552116, 1);
+	UPDATE grelout.outbox AS o SET route = 'new'
+	WHERE o.route = 'waiting'
+		AND grelout._topic_matches(NEW.topic, o.topic)
+		AND (NEW.filter IS NULL OR o.payload OPERATOR(pg_catalog.@>) NEW.filter);
+	IF FOUND THEN
+		PERFORM grelout._wake();
+	END IF;
+	RETURN NULL;
+END
+$reroute$;
+
+-- A deleted handler's unfinished deliveries go.  An inline one's message is
+-- unrouted again (routed to whatever matches it now, else it waits); a
+-- fan-out message that so loses its last unfinished delivery is finished
+-- if another handler delivered it (dead if one went dead), else it is
+-- unrouted again, its rows gone.  So DELETE then INSERT of a handler loses
+-- nothing.  Finished deliveries of the handler stay, for the record.
+CREATE FUNCTION grelout._handlers_forget() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $forget$
+DECLARE
+	n bigint;
+	touched uuid[];
+	keep CONSTANT boolean := grelout._keeps_delivered();
+	drop_ids uuid[];		-- delivered by another handler, not kept
+	delivered_ids uuid[];	-- delivered by another handler, kept
+	dead_ids uuid[];		-- delivered by another, and one went dead
+	unroute_ids uuid[];		-- delivered by no one
+BEGIN
+	PERFORM pg_catalog.pg_advisory_xact_lock(1735552116, 1);
+
+	-- inline deliveries: a fresh, unrouted message (a claim in flight is
+	-- fenced off: its lease is gone); a delayed one stays delayed
+	UPDATE grelout.outbox AS o
+	SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+		attempts = 0, last_error = NULL, last_status = NULL,
+		last_duration_ms = NULL,
+		available_at = CASE WHEN o.state = 'processing'
+			THEN pg_catalog.now() ELSE o.available_at END
+	WHERE o.route = 'single' AND o.handler = OLD.name
+		AND o.state IN ('pending', 'processing');
+	GET DIAGNOSTICS n = ROW_COUNT;
+
+	-- fan-out deliveries
+	WITH gone AS (
+		DELETE FROM grelout.fanout AS f
+		WHERE f.handler = OLD.name AND f.state IN ('pending', 'processing')
+		RETURNING f.message_id)
+	SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	IF touched IS NULL THEN
+		IF n > 0 THEN
+			PERFORM grelout._wake();
+		END IF;
+		RETURN NULL;
+	END IF;
+
+	-- Wait for the settles in flight of these messages' other deliveries
+	-- (and hold theirs off): the next statement sees them, or the relay's
+	-- finalize after them sees this deletion.
+	PERFORM 1 FROM grelout.fanout AS f
+	WHERE f.message_id = ANY (touched)
+	ORDER BY f.message_id, f.handler
+	FOR UPDATE;
+
+	-- the messages left with no unfinished delivery
+	SELECT pg_catalog.array_agg(d.id) FILTER (WHERE d.any_delivered AND NOT d.any_dead AND NOT keep),
+		pg_catalog.array_agg(d.id) FILTER (WHERE d.any_delivered AND NOT d.any_dead AND keep),
+		pg_catalog.array_agg(d.id) FILTER (WHERE d.any_delivered AND d.any_dead),
+		pg_catalog.array_agg(d.id) FILTER (WHERE NOT d.any_delivered)
+	INTO drop_ids, delivered_ids, dead_ids, unroute_ids
+	FROM (SELECT o.id,
+			pg_catalog.bool_or(f.state = 'delivered') IS TRUE AS any_delivered,
+			pg_catalog.bool_or(f.state = 'dead') IS TRUE AS any_dead
+		FROM grelout.outbox AS o
+			LEFT JOIN grelout.fanout AS f ON f.message_id = o.id
+		WHERE o.id = ANY (touched) AND o.route = 'fanout'
+			AND o.state IN ('pending', 'processing')
+		GROUP BY o.id
+		HAVING NOT (pg_catalog.bool_or(f.state IN ('pending', 'processing')) IS TRUE)) AS d;
+
+	-- delivered by another handler: finished, as the relay finishes them
+	DELETE FROM grelout.fanout AS f WHERE f.message_id = ANY (drop_ids);
+	DELETE FROM grelout.outbox AS o
+	WHERE o.id = ANY (drop_ids) AND o.state IN ('pending', 'processing');
+	UPDATE grelout.outbox AS o
+	SET state = 'delivered', delivered_at = pg_catalog.now(), lease = NULL
+	WHERE o.id = ANY (delivered_ids) AND o.state IN ('pending', 'processing');
+	UPDATE grelout.outbox AS o
+	SET state = 'dead', dead_at = pg_catalog.now(), lease = NULL
+	WHERE o.id = ANY (dead_ids) AND o.state IN ('pending', 'processing');
+
+	-- delivered by no one: unrouted again, its rows gone
+	DELETE FROM grelout.fanout AS f WHERE f.message_id = ANY (unroute_ids);
+	UPDATE grelout.outbox AS o
+	SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+		attempts = 0, last_error = NULL, last_status = NULL,
+		last_duration_ms = NULL, dead_at = NULL
+	WHERE o.id = ANY (unroute_ids);
+
+	PERFORM grelout._wake();
+	RETURN NULL;
+END
+$forget$;
+
+REVOKE ALL ON FUNCTION grelout._handlers_reroute(), grelout._handlers_forget()
+	FROM PUBLIC;
+
+CREATE TRIGGER handlers_reroute_insert
+	AFTER INSERT ON grelout.handlers
+	FOR EACH ROW EXECUTE FUNCTION grelout._handlers_reroute();
+CREATE TRIGGER handlers_reroute_update
+	AFTER UPDATE OF topic, filter ON grelout.handlers
+	FOR EACH ROW
+	WHEN (OLD.topic IS DISTINCT FROM NEW.topic OR OLD.filter IS DISTINCT FROM NEW.filter)
+	EXECUTE FUNCTION grelout._handlers_reroute();
+CREATE TRIGGER handlers_forget
+	AFTER DELETE ON grelout.handlers
+	FOR EACH ROW EXECUTE FUNCTION grelout._handlers_forget();
+
+-- One row a delivery: the inline deliveries of messages routed to one
+-- handler, and the rows of those routed to several.
+CREATE VIEW grelout.deliveries AS
+SELECT o.id AS message_id, o.handler, o.topic, o.state, o.attempts,
+	o.available_at, o.last_error, o.last_status, o.last_duration_ms,
+	o.delivered_at, o.dead_at, o.created_at
+FROM grelout.outbox AS o
+WHERE o.route = 'single'
+UNION ALL
+SELECT f.message_id, f.handler, o.topic, f.state, f.attempts,
+	f.available_at, f.last_error, f.last_status, f.last_duration_ms,
+	f.delivered_at, f.dead_at, f.created_at
+FROM grelout.fanout AS f
+	JOIN grelout.outbox AS o ON o.id = f.message_id;
+COMMENT ON VIEW grelout.deliveries
+	IS 'grelout deliveries: one row a (message, handler)';
+REVOKE ALL ON TABLE grelout.deliveries FROM PUBLIC;
+
+-- grelout.status: has_handler now means an enabled handler whose pattern
+-- matches the topic.
+CREATE OR REPLACE VIEW grelout.status AS
+SELECT t.topic,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'pending') AS pending,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'processing') AS processing,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'dead') AS dead,
+	pg_catalog.count(o.id) FILTER (WHERE o.state = 'delivered') AS delivered,
+	pg_catalog.now() - pg_catalog.min(o.created_at)
+		FILTER (WHERE o.state = 'pending' AND o.available_at <= pg_catalog.now())
+		AS oldest_pending_age,
+	EXISTS (SELECT 1 FROM grelout.handlers h
+			WHERE h.enabled AND grelout._topic_matches(h.topic, t.topic)) AS has_handler
+FROM (SELECT topic FROM grelout.outbox
+	  UNION
+	  SELECT topic FROM grelout.handlers) AS t
+	LEFT JOIN grelout.outbox AS o ON o.topic = t.topic
+GROUP BY t.topic;
+
+-- grelout.handlers_masked gains the 1.1 columns (after the 1.0 ones, so
+-- that its grants stay).
+CREATE OR REPLACE VIEW grelout.handlers_masked AS
+SELECT topic, grelout._mask_url(url) AS url,
+	ARRAY(SELECT pg_catalog.jsonb_object_keys(h.headers)) AS header_names,
+	secret IS NOT NULL AS has_secret,
+	previous_secret IS NOT NULL AS has_previous_secret,
+	timeout, max_attempts, enabled,
+	name, filter, max_in_flight, max_per_second, ordered, on_dead
+FROM grelout.handlers AS h;
+
+-- outbox_redrive gets a handler and a message id.  As for outbox_purge,
+-- one function replaces the 1.0 one and the EXECUTE grants of the old
+-- signature carry over.
+CREATE FUNCTION @extschema@.outbox_redrive(
+	topic text DEFAULT NULL,
+	handler text DEFAULT NULL,
+	message_id uuid DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'grelout_redrive_1_1'
+	LANGUAGE C VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION @extschema@.outbox_redrive(text, text, uuid)
+	IS 'move dead deliveries (of a topic, a handler, a message) back to pending, due now, with attempts reset';
+REVOKE ALL ON FUNCTION @extschema@.outbox_redrive(text, text, uuid) FROM PUBLIC;
+
+DO $grants$
+DECLARE
+	old_fn CONSTANT pg_catalog.regprocedure :=
+		'@extschema@.outbox_redrive(text)'::pg_catalog.regprocedure;
+	new_fn CONSTANT pg_catalog.regprocedure :=
+		'@extschema@.outbox_redrive(text, text, uuid)'::pg_catalog.regprocedure;
+	initial pg_catalog.aclitem[];
+	g record;
+BEGIN
+	SELECT i.initprivs INTO STRICT initial FROM pg_catalog.pg_init_privs AS i
+	WHERE i.objoid = new_fn AND i.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		AND i.objsubid = 0;
+	FOR g IN
+		SELECT r.rolname, a.is_grantable
+		FROM pg_catalog.pg_proc AS p,
+			pg_catalog.aclexplode(p.proacl) AS a,
+			pg_catalog.pg_roles AS r
+		WHERE p.oid = old_fn AND a.privilege_type = 'EXECUTE'
+			AND a.grantee = r.oid AND a.grantee <> p.proowner
+	LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I%s',
+			new_fn, g.rolname,
+			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+	-- these grants are the administrator's, not the extension's
+	UPDATE pg_catalog.pg_init_privs SET initprivs = initial
+	WHERE objoid = new_fn AND classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		AND objsubid = 0;
+END
+$grants$;
+
+DROP FUNCTION @extschema@.outbox_redrive(text);

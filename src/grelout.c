@@ -3,7 +3,8 @@
  * grelout.c
  *	  Entry point of the grelout library: the settings under the reserved
  *	  "grelout." prefix, and the set-up done when the library is loaded
- *	  (shared memory, the relay workers, the commit callback).
+ *	  (shared memory, the relay workers, the commit callback); the SQL
+ *	  functions that check the preload and read keep_delivered.
  *
  *-------------------------------------------------------------------------
  */
@@ -54,6 +55,7 @@ bool		grelout_loaded_at_preload = false;
 void		_PG_init(void);
 
 PG_FUNCTION_INFO_V1(grelout_assert_preloaded);
+PG_FUNCTION_INFO_V1(grelout_keeps_delivered);
 
 /* The parsed form of grelout.keep_delivered, passed from check to assign. */
 typedef struct KeepDeliveredExtra
@@ -309,4 +311,16 @@ grelout_assert_preloaded(PG_FUNCTION_ARGS)
 				 errmsg("grelout must be loaded via \"shared_preload_libraries\""),
 				 errhint("Add grelout to shared_preload_libraries in postgresql.conf and restart the server.")));
 	PG_RETURN_VOID();
+}
+
+/*
+ * grelout_keeps_delivered: grelout._keeps_delivered() RETURNS boolean.
+ * Whether grelout.keep_delivered keeps delivered messages (on, or for a
+ * window), as the relays read it: the handler triggers finalize a fan-out
+ * message by the same rule.
+ */
+Datum
+grelout_keeps_delivered(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(grelout_keep_mode != GRELOUT_KEEP_OFF);
 }

@@ -47,6 +47,7 @@ PG_FUNCTION_INFO_V1(grelout_publish);
 PG_FUNCTION_INFO_V1(grelout_publish_1_1);
 PG_FUNCTION_INFO_V1(grelout_message_status_1_1);
 PG_FUNCTION_INFO_V1(grelout_redrive);
+PG_FUNCTION_INFO_V1(grelout_redrive_1_1);
 PG_FUNCTION_INFO_V1(grelout_purge);
 PG_FUNCTION_INFO_V1(grelout_purge_1_1);
 PG_FUNCTION_INFO_V1(grelout_wake);
@@ -500,8 +501,9 @@ grelout_publish_1_1(PG_FUNCTION_ARGS)
  * grelout_message_status_1_1: outbox_message_status(id) RETURNS TABLE
  * (state, attempts, last_error, available_at, created_at, topic, handler):
  * the message with this id if the calling role (current_user) published
- * it, one row a handler; no row for another role's message or an unknown
- * id.  Runs as its caller and raises its privileges for its one query.
+ * it, one row a delivery (its inline delivery, or each fan-out row; one
+ * row with handler NULL while it is not routed or waits for a handler);
+ * no row for another role's message or an unknown id.  Runs as its caller and raises its privileges for its one query.
  */
 Datum
 grelout_message_status_1_1(PG_FUNCTION_ARGS)
@@ -529,11 +531,19 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 			elog(ERROR, "SPI_connect failed");
 		if (status_plan == NULL)
 			status_plan = grelout_keep_plan(
-											"SELECT o.state, o.attempts, o.last_error, o.available_at,"
-											" o.created_at, o.topic, h.topic"
-											" FROM grelout.outbox AS o"
-											" LEFT JOIN grelout.handlers AS h ON h.topic = o.topic"
-											" WHERE o.id = $1 AND o.published_by = $2",
+											"SELECT d.state, d.attempts, d.last_error, d.available_at,"
+											" o.created_at, o.topic, d.handler"
+											" FROM grelout.outbox AS o CROSS JOIN LATERAL ("
+											"  SELECT o.state, o.attempts, o.last_error,"
+											"   o.available_at, o.handler"
+											"  WHERE o.route <> 'fanout'"
+											"  UNION ALL"
+											"  SELECT f.state, f.attempts, f.last_error,"
+											"   f.available_at, f.handler"
+											"  FROM grelout.fanout AS f"
+											"  WHERE o.route = 'fanout' AND f.message_id = o.id) AS d"
+											" WHERE o.id = $1 AND o.published_by = $2"
+											" ORDER BY d.handler",
 											2, argtypes);
 		ret = SPI_execute_plan(status_plan, args, NULL, true, 0);
 		if (ret != SPI_OK_SELECT)
@@ -601,6 +611,77 @@ grelout_redrive(PG_FUNCTION_ARGS)
 	PG_RETURN_INT64((int64) n);
 }
 
+/*
+ * grelout_redrive_1_1: outbox_redrive(topic, handler, message_id) RETURNS
+ * bigint of the 1.1 schema.  The dead deliveries matching every non-NULL
+ * argument, inline or fan-out, go back to pending, due now, with attempts
+ * reset and no lease; a fan-out message with a redriven delivery reads
+ * pending again.  An inline delivery whose handler no longer exists (a
+ * message dead-lettered under 1.0, say; or a dead message never routed)
+ * is unrouted instead, to be routed to whatever handlers match it now; a dead fan-out delivery of a deleted
+ * handler stays as it is.  Returns how many deliveries.
+ */
+Datum
+grelout_redrive_1_1(PG_FUNCTION_ARGS)
+{
+	Oid			argtypes[3] = {TEXTOID, TEXTOID, UUIDOID};
+	Datum		args[3];
+	char		nulls[3];
+	int			ret;
+	int64		n;
+	bool		isnull;
+
+	for (int i = 0; i < 3; i++)
+	{
+		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute_with_args("WITH fr AS ("
+								" UPDATE grelout.fanout AS f"
+								" SET state = 'pending', attempts = 0, available_at = now(),"
+								"  dead_at = NULL, lease = NULL"
+								" FROM grelout.outbox AS o"
+								" WHERE f.state = 'dead' AND o.id = f.message_id"
+								"  AND EXISTS (SELECT 1 FROM grelout.handlers AS h"
+								"   WHERE h.name = f.handler)"
+								"  AND ($1::text IS NULL OR o.topic = $1)"
+								"  AND ($2::text IS NULL OR f.handler = $2)"
+								"  AND ($3::uuid IS NULL OR f.message_id = $3)"
+								" RETURNING f.message_id),"
+								" fm AS ("
+								" UPDATE grelout.outbox AS o"
+								" SET state = 'pending', dead_at = NULL, delivered_at = NULL,"
+								"  lease = NULL"
+								" WHERE o.id IN (SELECT fr.message_id FROM fr)"
+								"  AND o.route = 'fanout' AND o.state IN ('dead', 'delivered')),"
+								" ir AS ("
+								" UPDATE grelout.outbox AS o"
+								" SET state = 'pending', attempts = 0, available_at = now(),"
+								"  dead_at = NULL, lease = NULL,"
+								"  route = CASE WHEN EXISTS (SELECT 1 FROM grelout.handlers AS h"
+								"   WHERE h.name = o.handler) THEN 'single' ELSE 'new' END,"
+								"  handler = (SELECT h.name FROM grelout.handlers AS h"
+								"   WHERE h.name = o.handler)"
+								" WHERE o.state = 'dead' AND o.route <> 'fanout'"
+								"  AND ($1::text IS NULL OR o.topic = $1)"
+								"  AND ($2::text IS NULL OR o.handler = $2)"
+								"  AND ($3::uuid IS NULL OR o.id = $3)"
+								" RETURNING 1)"
+								" SELECT (SELECT count(*) FROM fr) + (SELECT count(*) FROM ir)",
+								3, argtypes, args, nulls, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not redrive: %s", SPI_result_code_string(ret));
+	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									1, &isnull));
+	SPI_finish();
+	if (n > 0)
+		wake_at_commit = true;
+	PG_RETURN_INT64(n);
+}
+
 /* check_older_than: a retention window is not negative. */
 static void
 check_older_than(FunctionCallInfo fcinfo)
@@ -642,7 +723,8 @@ grelout_purge(PG_FUNCTION_ARGS)
  * deletes the undelivered (pending or processing) messages of topic, for
  * messages no handler will ever take, and then a topic is required.
  * older_than counts from delivery or dead-lettering, or from creation for
- * an undelivered message.
+ * an undelivered message.  A fan-out message goes with its deliveries'
+ * rows.
  */
 Datum
 grelout_purge_1_1(PG_FUNCTION_ARGS)
@@ -651,7 +733,9 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 	Datum		args[3];
 	char		nulls[3] = {' ', ' ', ' '};
 	bool		pending = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
-	uint64		n;
+	int			ret;
+	int64		n;
+	bool		isnull;
 
 	check_older_than(fcinfo);
 	if (pending && PG_ARGISNULL(1))
@@ -666,15 +750,28 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 	}
 	args[2] = BoolGetDatum(pending);
 
-	n = run_counted("DELETE FROM grelout.outbox"
-					" WHERE (state IN ('delivered', 'dead')"
-					" OR ($3 AND state IN ('pending', 'processing')))"
-					" AND ($2::text IS NULL OR topic = $2)"
-					" AND ($1::interval IS NULL OR"
-					" coalesce(CASE state WHEN 'delivered' THEN delivered_at"
-					" WHEN 'dead' THEN dead_at END, created_at) < now() - $1)",
-					3, argtypes, args, nulls, SPI_OK_DELETE, "purge");
-	PG_RETURN_INT64((int64) n);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute_with_args("WITH d AS ("
+								" DELETE FROM grelout.outbox"
+								" WHERE (state IN ('delivered', 'dead')"
+								" OR ($3 AND state IN ('pending', 'processing')))"
+								" AND ($2::text IS NULL OR topic = $2)"
+								" AND ($1::interval IS NULL OR"
+								" coalesce(CASE state WHEN 'delivered' THEN delivered_at"
+								" WHEN 'dead' THEN dead_at END, created_at) < now() - $1)"
+								" RETURNING id, route),"
+								" r AS ("
+								" DELETE FROM grelout.fanout AS f USING d"
+								" WHERE d.route = 'fanout' AND f.message_id = d.id)"
+								" SELECT count(*) FROM d",
+								3, argtypes, args, nulls, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not purge: %s", SPI_result_code_string(ret));
+	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									1, &isnull));
+	SPI_finish();
+	PG_RETURN_INT64(n);
 }
 
 /*

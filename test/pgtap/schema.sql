@@ -1,10 +1,10 @@
 -- test/pgtap/schema.sql: the objects of grelout's public contract: the
 -- tables with their columns, types, NOT NULLs, defaults and constraints,
--- the claim and dedup indexes, the views, the functions with their
+-- the claim, routing and dedup indexes, the handlers' triggers, the views, the functions with their
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(179);
+SELECT plan(298);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -25,9 +25,10 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'grelout'), f
 	'the extension is not relocatable');
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'grelout'), '1.1',
 	'the installed version is 1.1');
-SELECT tables_are('grelout', ARRAY['outbox', 'handlers'], 'schema grelout has the tables outbox and handlers');
-SELECT views_are('grelout', ARRAY['status', 'handlers_masked', 'relays'],
-	'schema grelout has the views status, handlers_masked and relays');
+SELECT tables_are('grelout', ARRAY['outbox', 'handlers', 'fanout'],
+	'schema grelout has the tables outbox, handlers and fanout');
+SELECT views_are('grelout', ARRAY['status', 'handlers_masked', 'relays', 'deliveries'],
+	'schema grelout has the views status, handlers_masked, relays and deliveries');
 SELECT sequences_are('grelout', ARRAY[]::name[], 'schema grelout has no sequence');
 
 -- grelout.outbox: columns, types, NOT NULL, defaults
@@ -35,19 +36,20 @@ SELECT has_table('grelout', 'outbox', 'grelout.outbox exists');
 SELECT has_column('grelout', 'outbox', c, 'grelout.outbox has column ' || c)
 FROM unnest(ARRAY['id', 'topic', 'key', 'payload', 'headers', 'dedup_key', 'attempts',
 	'available_at', 'state', 'last_error', 'delivered_at', 'dead_at', 'created_at',
-	'published_by']) AS c;
+	'published_by', 'route', 'handler', 'last_status', 'last_duration_ms']) AS c;
 SELECT col_type_is('grelout', 'outbox', c, t, format('grelout.outbox.%s is %s', c, t))
 FROM (VALUES ('id', 'uuid'), ('topic', 'text'), ('key', 'text'), ('payload', 'jsonb'),
 	('headers', 'jsonb'), ('dedup_key', 'text'), ('attempts', 'integer'),
 	('available_at', 'timestamp with time zone'), ('state', 'text'), ('last_error', 'text'),
 	('delivered_at', 'timestamp with time zone'), ('dead_at', 'timestamp with time zone'),
-	('created_at', 'timestamp with time zone'), ('published_by', 'oid')) AS v(c, t);
+	('created_at', 'timestamp with time zone'), ('published_by', 'oid'), ('route', 'text'),
+	('handler', 'text'), ('last_status', 'integer'), ('last_duration_ms', 'integer')) AS v(c, t);
 SELECT col_not_null('grelout', 'outbox', c, format('grelout.outbox.%s is NOT NULL', c))
 FROM unnest(ARRAY['id', 'topic', 'payload', 'headers', 'attempts', 'available_at',
-	'state', 'created_at']) AS c;
+	'state', 'created_at', 'route']) AS c;
 SELECT col_is_null('grelout', 'outbox', c, format('grelout.outbox.%s is nullable', c))
 FROM unnest(ARRAY['key', 'dedup_key', 'last_error', 'delivered_at', 'dead_at',
-	'published_by']) AS c;
+	'published_by', 'handler', 'last_status', 'last_duration_ms']) AS c;
 SELECT col_is_pk('grelout', 'outbox', 'id', 'grelout.outbox.id is the primary key');
 SELECT col_default_is('grelout', 'outbox', 'headers', '{}'::jsonb, 'outbox.headers defaults to {}');
 SELECT col_default_is('grelout', 'outbox', 'attempts', 0, 'outbox.attempts defaults to 0');
@@ -55,6 +57,17 @@ SELECT col_default_is('grelout', 'outbox', 'state', 'pending'::text, 'outbox.sta
 SELECT col_default_is('grelout', 'outbox', 'available_at', 'now()', 'outbox.available_at defaults to now()');
 SELECT col_default_is('grelout', 'outbox', 'created_at', 'now()', 'outbox.created_at defaults to now()');
 SELECT col_hasnt_default('grelout', 'outbox', 'id', 'outbox.id has no default: ids are made in C');
+SELECT col_default_is('grelout', 'outbox', 'route', 'new'::text, 'outbox.route defaults to new: not yet routed');
+
+-- the CHECK on route: new, waiting, single, fanout
+SELECT col_has_check('grelout', 'outbox', 'route', 'grelout.outbox.route has a CHECK constraint');
+SELECT lives_ok(format($$INSERT INTO grelout.outbox (id, topic, payload, route)
+	VALUES ('00000000-0000-7000-8000-00000000010%s', 'pgtap.route', '{}', %L)$$, n, r),
+	format('route %s is accepted', r))
+FROM (VALUES (1, 'new'), (2, 'waiting'), (3, 'single'), (4, 'fanout')) AS v(n, r);
+SELECT throws_ok($$INSERT INTO grelout.outbox (id, topic, payload, route)
+	VALUES (gen_random_uuid(), 'pgtap.route', '{}', 'multi')$$, '23514', NULL,
+	'an unknown route is refused by the CHECK');
 
 -- the CHECK on state: the four states and nothing else
 SELECT col_has_check('grelout', 'outbox', 'state', 'grelout.outbox.state has a CHECK constraint');
@@ -76,20 +89,33 @@ SELECT throws_ok($$INSERT INTO grelout.outbox (id, topic, payload, attempts)
 	'negative attempts are refused');
 
 -- the partial index that serves the claim: due order, live states only
-SELECT has_index('grelout', 'outbox', 'outbox_claim_idx', ARRAY['available_at', 'id'],
-	'outbox_claim_idx is on (available_at, id)');
+SELECT has_index('grelout', 'outbox', 'outbox_claim_idx', ARRAY['handler', 'available_at', 'id'],
+	'outbox_claim_idx is on (handler, available_at, id)');
 SELECT isnt((SELECT indisunique FROM pg_index WHERE indexrelid = 'grelout.outbox_claim_idx'::regclass),
 	true, 'outbox_claim_idx is not unique');
 SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
 	WHERE indexrelid = 'grelout.outbox_claim_idx'::regclass),
-	$$(state = ANY (ARRAY['pending'::text, 'processing'::text]))$$,
-	'outbox_claim_idx is partial: pending and processing only');
+	$$((route = 'single'::text) AND (state = ANY (ARRAY['pending'::text, 'processing'::text])))$$,
+	'outbox_claim_idx is partial: inline deliveries, pending and processing only');
 SET LOCAL enable_seqscan = off;
 SELECT matches(pg_temp.plan_of($$SELECT id FROM grelout.outbox
-	WHERE state IN ('pending', 'processing') AND available_at <= now()
+	WHERE handler = 'h' AND route = 'single' AND state IN ('pending', 'processing')
+	AND available_at <= now()
 	ORDER BY available_at, id LIMIT 100 FOR UPDATE SKIP LOCKED$$),
 	'outbox_claim_idx', 'a claim-shaped query uses outbox_claim_idx');
 RESET enable_seqscan;
+
+-- the router's and the handler triggers' partial indexes
+SELECT has_index('grelout', 'outbox', 'outbox_route_idx', ARRAY['id'],
+	'outbox_route_idx is on (id)');
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+	WHERE indexrelid = 'grelout.outbox_route_idx'::regclass),
+	$$(route = 'new'::text)$$, 'outbox_route_idx is partial: messages not yet routed');
+SELECT has_index('grelout', 'outbox', 'outbox_waiting_idx', ARRAY['topic'],
+	'outbox_waiting_idx is on (topic)');
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+	WHERE indexrelid = 'grelout.outbox_waiting_idx'::regclass),
+	$$(route = 'waiting'::text)$$, 'outbox_waiting_idx is partial: messages waiting for a handler');
 
 -- the partial unique index for dedup_key, per publishing role, across topics
 SELECT has_index('grelout', 'outbox', 'outbox_dedup_key_idx', ARRAY['published_by', 'dedup_key'],
@@ -124,25 +150,96 @@ SELECT has_table('grelout', 'handlers', 'grelout.handlers exists');
 SELECT col_type_is('grelout', 'handlers', c, t, format('grelout.handlers.%s is %s', c, t))
 FROM (VALUES ('topic', 'text'), ('url', 'text'), ('headers', 'jsonb'), ('secret', 'text'),
 	('previous_secret', 'text'), ('timeout', 'interval'), ('max_attempts', 'integer'),
-	('enabled', 'boolean')) AS v(c, t);
-SELECT col_is_pk('grelout', 'handlers', 'topic', 'grelout.handlers.topic is the primary key');
+	('enabled', 'boolean'), ('name', 'text'), ('filter', 'jsonb'), ('max_in_flight', 'integer'),
+	('max_per_second', 'integer'), ('ordered', 'boolean'), ('on_dead', 'text')) AS v(c, t);
+SELECT col_is_pk('grelout', 'handlers', 'name', 'grelout.handlers.name is the primary key');
+SELECT is((SELECT conname::text FROM pg_constraint
+	WHERE conrelid = 'grelout.handlers'::regclass AND contype = 'p'),
+	'handlers_pkey', 'the primary key is handlers_pkey');
 SELECT col_not_null('grelout', 'handlers', c, format('grelout.handlers.%s is NOT NULL', c))
-FROM unnest(ARRAY['topic', 'url', 'headers', 'enabled']) AS c;
+FROM unnest(ARRAY['topic', 'url', 'headers', 'enabled', 'name', 'ordered', 'on_dead']) AS c;
 SELECT col_is_null('grelout', 'handlers', c, format('grelout.handlers.%s is nullable', c))
-FROM unnest(ARRAY['secret', 'previous_secret', 'timeout', 'max_attempts']) AS c;
+FROM unnest(ARRAY['secret', 'previous_secret', 'timeout', 'max_attempts', 'filter',
+	'max_in_flight', 'max_per_second']) AS c;
 SELECT col_default_is('grelout', 'handlers', 'headers', '{}'::jsonb, 'handlers.headers defaults to {}');
 SELECT col_default_is('grelout', 'handlers', 'enabled', true, 'handlers.enabled defaults to true');
+SELECT col_default_is('grelout', 'handlers', 'ordered', false, 'handlers.ordered defaults to false');
+SELECT col_default_is('grelout', 'handlers', 'on_dead', 'block'::text, 'handlers.on_dead defaults to block');
+SELECT col_hasnt_default('grelout', 'handlers', 'name', 'handlers.name has no default: the trigger sets the topic');
 SELECT has_trigger('grelout', 'handlers', 'handlers_validate', 'handlers are validated by a trigger');
 SELECT is((SELECT tgtype & 2 = 2 AND tgtype & 1 = 1 AND tgtype & 4 = 4 AND tgtype & 16 = 16
 	FROM pg_trigger WHERE tgname = 'handlers_validate' AND tgrelid = 'grelout.handlers'::regclass),
 	true, 'the trigger is BEFORE INSERT OR UPDATE, FOR EACH ROW');
 SELECT throws_ok($$INSERT INTO grelout.handlers (topic, url) VALUES ('pgtap.h', 'ftp://example.com/')$$,
 	'22023', NULL, 'the trigger refuses an ftp:// URL');
+SELECT lives_ok($$INSERT INTO grelout.handlers (topic, url, enabled) VALUES ('pgtap.h', 'http://127.0.0.1:9/', false)$$,
+	'a handler without a name');
+SELECT is((SELECT name FROM grelout.handlers WHERE topic = 'pgtap.h'), 'pgtap.h',
+	'a handler without a name is named by its topic');
+SELECT throws_ok($$UPDATE grelout.handlers SET name = 'pgtap.renamed' WHERE name = 'pgtap.h'$$,
+	'22023', NULL, 'a rename is refused');
+SELECT throws_ok($$INSERT INTO grelout.handlers (name, topic, url) VALUES ('pgtap.p', 'a.b*', 'http://x/')$$,
+	'22023', NULL, 'a wildcard inside a segment is refused');
+SELECT trigger_is('grelout', 'handlers', t, 'grelout', f, format('%s runs grelout.%s', t, f))
+FROM (VALUES ('handlers_reroute_insert', '_handlers_reroute'),
+	('handlers_reroute_update', '_handlers_reroute'),
+	('handlers_forget', '_handlers_forget')) AS v(t, f);
+SELECT is((SELECT array_agg(tgname::text || ':' ||
+		CASE WHEN tgtype & 2 = 2 THEN 'before' ELSE 'after' END || ':' ||
+		CASE WHEN tgtype & 1 = 1 THEN 'row' ELSE 'statement' END || ':' ||
+		concat_ws(',', CASE WHEN tgtype & 4 = 4 THEN 'insert' END,
+			CASE WHEN tgtype & 8 = 8 THEN 'delete' END,
+			CASE WHEN tgtype & 16 = 16 THEN 'update' END) ORDER BY tgname)
+	FROM pg_trigger WHERE tgrelid = 'grelout.handlers'::regclass AND NOT tgisinternal),
+	ARRAY['handlers_forget:after:row:delete', 'handlers_reroute_insert:after:row:insert',
+		'handlers_reroute_update:after:row:update', 'handlers_validate:before:row:insert,update'],
+	'the triggers of grelout.handlers: validate before, re-route and forget after');
+SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attname)
+	FROM pg_trigger t JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = ANY (t.tgattr)
+	WHERE t.tgname = 'handlers_reroute_update' AND t.tgrelid = 'grelout.handlers'::regclass),
+	ARRAY['filter', 'topic'], 'handlers_reroute_update fires on UPDATE OF topic, filter');
+
+-- grelout.fanout: one row a delivery of a message routed to several handlers
+SELECT has_table('grelout', 'fanout', 'grelout.fanout exists');
+SELECT col_type_is('grelout', 'fanout', c, t, format('grelout.fanout.%s is %s', c, t))
+FROM (VALUES ('message_id', 'uuid'), ('handler', 'text'), ('state', 'text'),
+	('attempts', 'integer'), ('available_at', 'timestamp with time zone'), ('lease', 'bigint'),
+	('last_error', 'text'), ('last_status', 'integer'), ('last_duration_ms', 'integer'),
+	('delivered_at', 'timestamp with time zone'), ('dead_at', 'timestamp with time zone'),
+	('created_at', 'timestamp with time zone')) AS v(c, t);
+SELECT col_not_null('grelout', 'fanout', c, format('grelout.fanout.%s is NOT NULL', c))
+FROM unnest(ARRAY['message_id', 'handler', 'state', 'attempts', 'available_at', 'created_at']) AS c;
+SELECT col_is_null('grelout', 'fanout', c, format('grelout.fanout.%s is nullable', c))
+FROM unnest(ARRAY['lease', 'last_error', 'last_status', 'last_duration_ms', 'delivered_at',
+	'dead_at']) AS c;
+SELECT col_is_pk('grelout', 'fanout', ARRAY['message_id', 'handler'],
+	'grelout.fanout''s primary key is (message_id, handler)');
+SELECT col_default_is('grelout', 'fanout', 'state', 'pending'::text, 'fanout.state defaults to pending');
+SELECT col_default_is('grelout', 'fanout', 'attempts', 0, 'fanout.attempts defaults to 0');
+SELECT throws_ok($$INSERT INTO grelout.fanout (message_id, handler, state, available_at, created_at)
+	VALUES (gen_random_uuid(), 'h', 'sent', now(), now())$$, '23514', NULL,
+	'an unknown fan-out state is refused by the CHECK');
+SELECT throws_ok($$INSERT INTO grelout.fanout (message_id, handler, attempts, available_at, created_at)
+	VALUES (gen_random_uuid(), 'h', -1, now(), now())$$, '23514', NULL,
+	'negative fan-out attempts are refused');
+SELECT has_index('grelout', 'fanout', 'fanout_claim_idx', ARRAY['handler', 'available_at', 'message_id'],
+	'fanout_claim_idx is on (handler, available_at, message_id)');
+SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
+	WHERE indexrelid = 'grelout.fanout_claim_idx'::regclass),
+	$$(state = ANY (ARRAY['pending'::text, 'processing'::text]))$$,
+	'fanout_claim_idx is partial: pending and processing only');
+SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'grelout.fanout'::regclass),
+	(SELECT reloptions FROM pg_class WHERE oid = 'grelout.outbox'::regclass),
+	'grelout.fanout is vacuumed as grelout.outbox is');
 
 -- pg_dump keeps the handlers and every message not yet delivered
 SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
 	FROM pg_extension, unnest(extconfig) AS c WHERE extname = 'grelout'),
-	ARRAY['grelout.handlers', 'grelout.outbox'], 'both tables are configuration tables of the extension');
+	ARRAY['grelout.fanout', 'grelout.handlers', 'grelout.outbox'],
+	'the three tables are configuration tables of the extension');
+SELECT is((SELECT cond FROM pg_extension, unnest(extconfig, extcondition) AS u(c, cond)
+	WHERE extname = 'grelout' AND c = 'grelout.fanout'::regclass),
+	$$WHERE state <> 'delivered'$$, 'fanout rows are dumped unless delivered');
 SELECT is((SELECT cond FROM pg_extension, unnest(extconfig, extcondition) AS u(c, cond)
 	WHERE extname = 'grelout' AND c = 'grelout.outbox'::regclass),
 	$$WHERE state <> 'delivered'$$, 'outbox rows are dumped unless delivered');
@@ -152,7 +249,7 @@ SELECT is((SELECT cond FROM pg_extension, unnest(extconfig, extcondition) AS u(c
 
 -- the views
 SELECT has_view('grelout', v, 'view grelout.' || v || ' exists')
-FROM unnest(ARRAY['status', 'handlers_masked', 'relays']) AS v;
+FROM unnest(ARRAY['status', 'handlers_masked', 'relays', 'deliveries']) AS v;
 SELECT col_type_is('grelout', 'status', c, t, format('grelout.status.%s is %s', c, t))
 FROM (VALUES ('topic', 'text'), ('pending', 'bigint'), ('processing', 'bigint'),
 	('dead', 'bigint'), ('delivered', 'bigint'), ('oldest_pending_age', 'interval'),
@@ -160,7 +257,17 @@ FROM (VALUES ('topic', 'text'), ('pending', 'bigint'), ('processing', 'bigint'),
 SELECT hasnt_column('grelout', 'handlers_masked', c, 'handlers_masked has no column ' || c)
 FROM unnest(ARRAY['secret', 'previous_secret', 'headers']) AS c;
 SELECT has_column('grelout', 'handlers_masked', c, 'handlers_masked has column ' || c)
-FROM unnest(ARRAY['topic', 'url', 'enabled']) AS c;
+FROM unnest(ARRAY['topic', 'url', 'enabled', 'name', 'filter', 'max_in_flight',
+	'max_per_second', 'ordered', 'on_dead']) AS c;
+SELECT col_type_is('grelout', 'deliveries', c, t, format('grelout.deliveries.%s is %s', c, t))
+FROM (VALUES ('message_id', 'uuid'), ('handler', 'text'), ('topic', 'text'), ('state', 'text'),
+	('attempts', 'integer'), ('available_at', 'timestamp with time zone'), ('last_error', 'text'),
+	('last_status', 'integer'), ('last_duration_ms', 'integer'),
+	('delivered_at', 'timestamp with time zone'), ('dead_at', 'timestamp with time zone'),
+	('created_at', 'timestamp with time zone')) AS v(c, t);
+SELECT columns_are('grelout', 'deliveries', ARRAY['message_id', 'handler', 'topic', 'state',
+	'attempts', 'available_at', 'last_error', 'last_status', 'last_duration_ms', 'delivered_at',
+	'dead_at', 'created_at'], 'grelout.deliveries has the columns of the contract');
 SELECT has_column('grelout', 'relays', c, 'grelout.relays has column ' || c)
 FROM unnest(ARRAY['relay', 'pid', 'activity', 'in_flight', 'delivered', 'retried',
 	'dead_lettered', 'last_error', 'last_error_at', 'started_at']) AS c;
@@ -175,10 +282,15 @@ SELECT function_returns('public', 'outbox_publish',
 SELECT is(pg_get_function_arguments('public.outbox_publish(text, jsonb, text, jsonb, interval, text)'::regprocedure),
 	'topic text, payload jsonb, key text DEFAULT NULL::text, headers jsonb DEFAULT NULL::jsonb, delay interval DEFAULT NULL::interval, dedup_key text DEFAULT NULL::text',
 	'outbox_publish has the named arguments and defaults of the contract');
-SELECT has_function('public', 'outbox_redrive', ARRAY['text'], 'outbox_redrive(text) exists');
-SELECT function_returns('public', 'outbox_redrive', ARRAY['text'], 'bigint', 'outbox_redrive returns bigint');
-SELECT is(pg_get_function_arguments('public.outbox_redrive(text)'::regprocedure),
-	'topic text DEFAULT NULL::text', 'outbox_redrive(topic DEFAULT NULL)');
+SELECT has_function('public', 'outbox_redrive', ARRAY['text', 'text', 'uuid'],
+	'outbox_redrive(text, text, uuid) exists');
+SELECT hasnt_function('public', 'outbox_redrive', ARRAY['text'],
+	'the 1.0 signature outbox_redrive(text) is gone');
+SELECT function_returns('public', 'outbox_redrive', ARRAY['text', 'text', 'uuid'], 'bigint',
+	'outbox_redrive returns bigint');
+SELECT is(pg_get_function_arguments('public.outbox_redrive(text, text, uuid)'::regprocedure),
+	'topic text DEFAULT NULL::text, handler text DEFAULT NULL::text, message_id uuid DEFAULT NULL::uuid',
+	'outbox_redrive(topic DEFAULT NULL, handler DEFAULT NULL, message_id DEFAULT NULL)');
 SELECT has_function('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean'],
 	'outbox_purge(interval, text, boolean) exists');
 SELECT hasnt_function('public', 'outbox_purge', ARRAY['interval'],
@@ -194,46 +306,64 @@ SELECT is(pg_get_function_result('public.outbox_message_status(uuid)'::regproced
 	'outbox_message_status returns the table of the contract');
 SELECT function_lang_is('public', f, a, 'c', f || ' is written in C')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
-	('outbox_redrive', ARRAY['text']::name[]),
+	('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
 	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[]),
 	('outbox_message_status', ARRAY['uuid']::name[])) AS v(f, a);
 SELECT is_definer('public', f, a, f || ' is SECURITY DEFINER')
-FROM (VALUES ('outbox_redrive', ARRAY['text']::name[]),
+FROM (VALUES ('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
 	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[])) AS v(f, a);
 SELECT isnt_definer('public', f, a, f || ' is SECURITY INVOKER: current_user is the publisher')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
 	('outbox_message_status', ARRAY['uuid']::name[])) AS v(f, a);
 SELECT volatility_is('public', f, a, 'volatile', f || ' is VOLATILE')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
-	('outbox_redrive', ARRAY['text']::name[]),
+	('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
 	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[])) AS v(f, a);
 SELECT is((SELECT proconfig FROM pg_proc WHERE oid = (f || a)::regprocedure),
 	ARRAY['search_path=pg_catalog, pg_temp'], f || ' pins search_path to pg_catalog, pg_temp')
 FROM (VALUES ('outbox_publish', '(text, jsonb, text, jsonb, interval, text)'),
-	('outbox_redrive', '(text)'), ('outbox_purge', '(interval, text, boolean)'),
+	('outbox_redrive', '(text, text, uuid)'), ('outbox_purge', '(interval, text, boolean)'),
 	('outbox_message_status', '(uuid)')) AS v(f, a);
 SELECT isnt_strict('public', 'outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text'],
 	'outbox_publish is not STRICT: a NULL topic or payload gets an error, not a NULL id');
 SELECT functions_are('grelout',
-	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url and relay_stats');
+	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
+		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute and _handlers_forget');
+SELECT is(grelout._topic_matches('orders.#', 'orders.created.eu'), true, '_topic_matches: # takes segments');
+SELECT is(grelout._topic_matches('#', 'grelout.handler.disabled'), false,
+	'_topic_matches: a leading wildcard never matches a grelout. topic');
+SELECT volatility_is('grelout', '_topic_matches', ARRAY['text', 'text'], 'immutable',
+	'_topic_matches is IMMUTABLE');
+SELECT is_strict('grelout', '_topic_matches', ARRAY['text', 'text'], '_topic_matches is STRICT');
+SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'grelout._topic_matches(text, text)'::regprocedure),
+	's', '_topic_matches is PARALLEL SAFE');
+SELECT is_definer('grelout', f, ARRAY[]::name[], 'grelout.' || f || ' is SECURITY DEFINER')
+FROM unnest(ARRAY['_handlers_reroute', '_handlers_forget']::name[]) AS f;
+SELECT is((SELECT proconfig FROM pg_proc WHERE oid = ('grelout.' || f || '()')::regprocedure),
+	ARRAY['search_path=pg_catalog, pg_temp'], 'grelout.' || f || ' pins search_path to pg_catalog, pg_temp')
+FROM unnest(ARRAY['_handlers_reroute', '_handlers_forget']) AS f;
 SELECT is(grelout._mask_url('https://alice:S3cr3t@host/in?token=abc'), 'https://***@host/in?token=***',
 	'_mask_url masks userinfo and query values');
 
 -- PUBLIC is granted nothing
 SELECT function_privs_are('public', f, a, 'public', ARRAY[]::text[], f || ': no EXECUTE for PUBLIC')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
-	('outbox_redrive', ARRAY['text']::name[]),
+	('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
 	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[]),
 	('outbox_message_status', ARRAY['uuid']::name[])) AS v(f, a);
 SELECT function_privs_are('grelout', '_mask_url', ARRAY['text']::name[], 'public', ARRAY['EXECUTE'],
 	'grelout._mask_url: EXECUTE for PUBLIC, who may read handlers_masked must call it (it reads nothing)');
 SELECT function_privs_are('grelout', f, ARRAY[]::name[], 'public', ARRAY[]::text[],
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
-FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats']::name[]) AS f;
+FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats', '_wake',
+	'_keeps_delivered', '_handlers_reroute', '_handlers_forget']::name[]) AS f;
+SELECT function_privs_are('grelout', '_topic_matches', ARRAY['text', 'text']::name[], 'public', ARRAY['EXECUTE'],
+	'grelout._topic_matches: EXECUTE for PUBLIC, who may read grelout.status must call it (it reads nothing)');
 SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: nothing for PUBLIC');
 SELECT table_privs_are('grelout', t, 'public', ARRAY[]::text[], 'grelout.' || t || ': nothing for PUBLIC')
-FROM unnest(ARRAY['outbox', 'handlers', 'status', 'handlers_masked', 'relays']::name[]) AS t;
+FROM unnest(ARRAY['outbox', 'handlers', 'status', 'handlers_masked', 'relays', 'fanout',
+	'deliveries']::name[]) AS t;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,9 @@
 # pg_dump and restore keep the handlers and every undelivered message
 # (pending, processing, dead) with all their columns, drop delivered ones,
 # and keep the grants on the producer functions; dedup keeps working on the
-# restored rows.  Both the custom and the plain format are restored into
+# restored rows.  Mid-fan-out, a message routed to several handlers keeps
+# its undelivered deliveries (grelout.fanout rows) and drops its delivered
+# ones.  Both the custom and the plain format are restored into
 # new databases of the same cluster (which preloads grelout).  The relay is
 # off, so nothing is delivered while the test looks.
 use strict;
@@ -38,18 +40,48 @@ $node->safe_psql('app', qq{
 		available_at = now() + interval '30 seconds' WHERE payload->>'order' = 'processing';
 	UPDATE grelout.outbox SET state = 'delivered', attempts = 1, delivered_at = now()
 		WHERE payload->>'order' = 'delivered';
+
+	-- fan-out, as the relay would have left it mid-way: "fan 1" went to
+	-- three handlers, delivered to one, dead at one, pending at the third;
+	-- "fan 2" went to two, one pending under a lease
+	INSERT INTO grelout.handlers (name, topic, url, filter, max_in_flight, ordered, on_dead, enabled)
+	VALUES ('fan-a', 'fan.*', 'http://127.0.0.1:9/a', '{"fan": true}', 3, true, 'skip', true),
+		('fan-b', 'fan.#', 'http://127.0.0.1:9/b', NULL, NULL, false, 'block', true),
+		('fan-c', '#', 'http://127.0.0.1:9/c', NULL, NULL, false, 'block', false);
+	BEGIN;
+	SELECT outbox_publish('fan.x', '{"fan": true, "n": 1}');
+	SELECT outbox_publish('fan.x', '{"fan": false, "n": 2}');
+	UPDATE grelout.outbox SET route = 'fanout' WHERE topic = 'fan.x';
+	INSERT INTO grelout.fanout (message_id, handler, state, attempts, available_at, lease,
+		last_error, last_status, last_duration_ms, delivered_at, dead_at, created_at)
+	SELECT o.id, h, s, a, o.available_at, l, e, st, d,
+		CASE s WHEN 'delivered' THEN now() END, CASE s WHEN 'dead' THEN now() END, o.created_at
+	FROM grelout.outbox o JOIN (VALUES
+		(1, 'fan-a', 'delivered', 1, NULL::bigint, NULL, 200, 12),
+		(1, 'fan-b', 'dead', 4, NULL, 'HTTP 500: boom', 500, 30),
+		(1, 'fan-c', 'pending', 0, NULL, NULL, NULL, NULL),
+		(2, 'fan-b', 'processing', 2, 77, 'HTTP 503', 503, 5),
+		(2, 'fan-c', 'pending', 0, NULL, NULL, NULL, NULL))
+		AS v(n, h, s, a, l, e, st, d) ON (o.payload->>'n')::int = v.n;
+	COMMIT;
 });
 
 # every column of every row, in a stable order, as text
-my $handlers_sql = q{SELECT string_agg(h::text, E'\n' ORDER BY topic) FROM grelout.handlers h};
+my $handlers_sql = q{SELECT string_agg(h::text, E'\n' ORDER BY name) FROM grelout.handlers h};
+my $fanout_sql = q{SELECT string_agg(f::text, E'\n' ORDER BY message_id, handler) FROM grelout.fanout f
+	WHERE state <> 'delivered'};
 my $outbox_sql = q{SELECT string_agg(o::text, E'\n' ORDER BY id) FROM grelout.outbox o
 	WHERE state <> 'delivered'};
 my $handlers = $node->safe_psql('app', $handlers_sql);
 my $undelivered = $node->safe_psql('app', $outbox_sql);
+my $fanout = $node->safe_psql('app', $fanout_sql);
 is($node->safe_psql('app', q{SELECT string_agg(state, ',' ORDER BY state) FROM grelout.outbox}),
-	'dead,delivered,pending,pending,pending,processing', 'source: one message in each state');
+	'dead,delivered,pending,pending,pending,pending,pending,processing', 'source: one message in each state, two fanned out');
 is($node->safe_psql('app', q{SELECT string_agg(topic || ':' || enabled || ':' || (secret IS NOT NULL), ',' ORDER BY topic)
-	FROM grelout.handlers}), 'orders:true:true,paused:false:false', 'source: two handlers, one signed, one paused');
+	FROM grelout.handlers WHERE name = topic}), 'orders:true:true,paused:false:false', 'source: two handlers, one signed, one paused');
+is($node->safe_psql('app', q{SELECT string_agg(d.handler || ':' || d.state, ',' ORDER BY d.message_id, d.handler)
+	FROM grelout.deliveries d WHERE d.topic = 'fan.x'}),
+	'fan-a:delivered,fan-b:dead,fan-c:pending,fan-b:processing,fan-c:pending', 'source: five fan-out deliveries');
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 $node->command_ok([ 'pg_dump', '-Fc', '-f', "$dir/app.dump", '-d', 'app' ], 'pg_dump -Fc of app');
@@ -71,7 +103,13 @@ for my $db ('app_custom', 'app_plain')
 	is($node->safe_psql($db, $outbox_sql), $undelivered,
 		"$db: pending, processing and dead messages restored with every column, ids included");
 	is($node->safe_psql($db, q{SELECT string_agg(state, ',' ORDER BY state) FROM grelout.outbox}),
-		'dead,pending,pending,pending,processing', "$db: the delivered message was not dumped");
+		'dead,pending,pending,pending,pending,pending,processing', "$db: the delivered message was not dumped");
+	is($node->safe_psql($db, $fanout_sql), $fanout,
+		"$db: undelivered fan-out deliveries restored with every column (lease, last_status, ...)");
+	is($node->safe_psql($db, q{SELECT string_agg(d.handler || ':' || d.state, ',' ORDER BY d.message_id, d.handler)
+		FROM grelout.deliveries d WHERE d.topic = 'fan.x'}),
+		'fan-b:dead,fan-c:pending,fan-b:processing,fan-c:pending',
+		"$db: mid-fan-out, every undelivered delivery is back, the delivered one is not");
 	is($node->safe_psql($db, q{SELECT count(*) FROM grelout.outbox WHERE dedup_key = 'order-delivered'}),
 		'0', "$db: no trace of the delivered message");
 	is($node->safe_psql($db, q{SELECT total FROM orders WHERE id = 1}), '9.99',
@@ -84,11 +122,14 @@ for my $db ('app_custom', 'app_plain')
 	is($node->safe_psql($db, q{SELECT outbox_publish('orders', '{"order": "dead again"}', dedup_key => 'order-dead')}),
 		$node->safe_psql('app', q{SELECT id FROM grelout.outbox WHERE dedup_key = 'order-dead'}),
 		"$db: a restored dead message still holds its dedup_key");
-	is($node->safe_psql($db, q{SELECT count(*) FROM grelout.outbox}), '5', "$db: nothing was added");
+	is($node->safe_psql($db, q{SELECT count(*) FROM grelout.outbox}), '7', "$db: nothing was added");
 
 	# the indexes, the validation trigger and the privileges came back too
 	is($node->safe_psql($db, q{SELECT count(*) FROM pg_indexes WHERE schemaname = 'grelout'
-		AND indexname IN ('outbox_claim_idx', 'outbox_dedup_key_idx')}), '2', "$db: claim and dedup indexes exist");
+		AND indexname IN ('outbox_claim_idx', 'outbox_dedup_key_idx', 'fanout_claim_idx',
+			'outbox_route_idx', 'outbox_waiting_idx')}), '5', "$db: claim, routing and dedup indexes exist");
+	is($node->safe_psql($db, q{SELECT count(*) FROM pg_trigger WHERE tgrelid = 'grelout.handlers'::regclass
+		AND NOT tgisinternal}), '4', "$db: the handlers' triggers exist");
 	my ($rc, $out, $err) = $node->psql($db,
 		q{INSERT INTO grelout.handlers (topic, url) VALUES ('bad', 'file:///etc/passwd')});
 	like($err, qr/handler url must start with http/, "$db: handlers are still validated");

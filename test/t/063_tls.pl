@@ -128,7 +128,7 @@ sub deliver
 {
 	my ($topic, $url, $max) = @_;
 	$node->safe_psql('app', "INSERT INTO grelout.handlers (topic, url, max_attempts) VALUES ('$topic', '$url', $max)
-		ON CONFLICT (topic) DO UPDATE SET url = EXCLUDED.url, max_attempts = EXCLUDED.max_attempts");
+		ON CONFLICT (name) DO UPDATE SET url = EXCLUDED.url, max_attempts = EXCLUDED.max_attempts");
 	$node->safe_psql('app', "SELECT outbox_publish('$topic', '{\"tls\": \"$topic\"}')");
 }
 

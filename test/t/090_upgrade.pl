@@ -4,9 +4,13 @@
 # every message is delivered exactly as 1.0 would have (the receiver counts:
 # none lost, none sent twice), the old session's next publish is a 1.1 one
 # (published_by set, keys stored under 1.0 still deduplicate), EXECUTE
-# grants carry over to the new outbox_purge signature (and stay out of the
-# extension's initial privileges, so pg_dump keeps them), and the upgraded
-# schema equals a fresh 1.1 install's.
+# grants carry over to the new outbox_purge and outbox_redrive signatures
+# (and stay out of the extension's initial privileges, so pg_dump keeps
+# them), and the upgraded schema equals a fresh 1.1 install's.  Fan-out:
+# handlers are named by their topic; 1.0's messages of a topic with a
+# handler become its inline delivery, whatever their state, and those of a
+# topic without one wait for one; a message left dead by a handler deleted
+# under 1.0 is redriven to whatever handler matches it now.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -37,18 +41,20 @@ is(sq(q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.0',
 # ---- a 1.0 installation in use: roles with grants, handlers, a backlog
 my $grants = q{
 	GRANT EXECUTE ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text) TO app_pub;
-	GRANT EXECUTE ON FUNCTION outbox_redrive(text) TO app_ops;
 };
 sq(q{CREATE ROLE app_pub LOGIN; CREATE ROLE app_ops;} . $grants . q{
+	GRANT EXECUTE ON FUNCTION outbox_redrive(text) TO app_ops;
 	GRANT EXECUTE ON FUNCTION outbox_purge(interval) TO app_ops WITH GRANT OPTION;});
 $recv->script('/slow', [ { delay => 4, status => 204 } ], { status => 204 });
 $recv->script('/dead', [], { status => 500 });
+$recv->script('/gone-dead', [], { status => 500 });
 my $url = sub { $recv->url($_[0]) };
 sq(qq{INSERT INTO grelout.handlers (topic, url, max_attempts, enabled) VALUES
 	('orders', '@{[ $url->('/orders') ]}', NULL, true),
 	('slow', '@{[ $url->('/slow') ]}', NULL, true),
 	('dead', '@{[ $url->('/dead') ]}', 1, true),
-	('paused', '@{[ $url->('/paused') ]}', NULL, false)});
+	('paused', '@{[ $url->('/paused') ]}', NULL, false),
+	('gone', '@{[ $url->('/gone-dead') ]}', 1, true)});
 
 # published by app_pub under 1.0: delivered and kept, with dedup keys
 sq(q{BEGIN; SET LOCAL ROLE app_pub;
@@ -58,6 +64,10 @@ ok(wait_until(sub { state_of(q{topic = 'orders'}) eq join(',', ('delivered') x 5
 	'1.0: five messages delivered and kept');
 sq(q{SELECT outbox_publish('dead', '{"d": 1}')});
 ok(wait_until(sub { state_of(q{topic = 'dead'}) eq 'dead' }, 60), '1.0: a dead message');
+sq(q{SELECT outbox_publish('gone', '{"g": 1}')});
+ok(wait_until(sub { state_of(q{topic = 'gone'}) eq 'dead' }, 60), '1.0: another dead message');
+sq(q{DELETE FROM grelout.handlers WHERE topic = 'gone'});
+sq(q{SELECT outbox_publish('nohandler', '{"w": 1}')});
 sq(q{SELECT outbox_publish('paused', jsonb_build_object('p', i), dedup_key => 'p-' || i)
 	FROM generate_series(1, 3) AS i});
 sq(q{SELECT outbox_publish('orders', '{"delayed": true}', delay => '5 seconds')});
@@ -81,6 +91,17 @@ is(sq(q{SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'grelout rela
 	'a relay is running');
 sq(q{ALTER EXTENSION grelout UPDATE TO '1.1'});
 is(sq(q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.1', 'upgraded to 1.1');
+
+# fan-out: the 1.0 handlers and messages (no published_by) as designed
+is(sq(q{SELECT string_agg(name || '=' || topic, ',' ORDER BY name) FROM grelout.handlers}),
+	'dead=dead,orders=orders,paused=paused,slow=slow', 'each handler is named by its topic');
+is(sq(q{SELECT string_agg(topic || ':' || route || ':' || coalesce(handler, '-') || ':' || n, ',' ORDER BY topic)
+	FROM (SELECT topic, route, handler, count(*) AS n FROM grelout.outbox
+		WHERE published_by IS NULL GROUP BY 1, 2, 3) AS g}),
+	'dead:single:dead:1,gone:single:gone:1,nohandler:waiting:-:1,orders:single:orders:8,paused:single:paused:3,slow:single:slow:1',
+	'1.0 messages: inline deliveries to the handler of their topic, in any state; waiting without one');
+is(sq(q{SELECT count(*) FROM grelout.deliveries WHERE topic = 'slow' AND state = 'processing'}), '1',
+	'the request in flight shows as an inline delivery in grelout.deliveries');
 
 # the old session's next calls are 1.1 calls
 my $bg2 = $pub->query_safe(q{EXECUTE pub('bg-2')});
@@ -106,6 +127,15 @@ $pub->quit;
 
 # ---- every message delivered as 1.0 would have: none lost, none twice
 sq(q{UPDATE grelout.handlers SET enabled = true WHERE topic = 'paused'});
+# the waiting message goes to the handler created for it
+sq(qq{INSERT INTO grelout.handlers (topic, url) VALUES ('nohandler', '@{[ $url->('/nohandler') ]}')});
+# the message dead for a handler deleted under 1.0: redriven, it waits for
+# a handler (none matches), then goes to the one created for its topic
+is(sq(q{SELECT outbox_redrive(topic => 'gone')}), '1', 'the dead message of a deleted handler is redriven');
+is(sq(q{SELECT (route IN ('new', 'waiting')) || ':' || state || ':' || coalesce(handler, '-')
+	FROM grelout.outbox WHERE topic = 'gone'}),
+	'true:pending:-', '... unrouted, as its handler is gone');
+sq(qq{INSERT INTO grelout.handlers (name, topic, url) VALUES ('gone-again', 'gone', '@{[ $url->('/gone') ]}')});
 ok(wait_until(sub {
 	sq(q{SELECT count(*) FROM grelout.outbox WHERE state NOT IN ('delivered', 'dead')}) eq '0' }, 90),
 	'every message is delivered or dead');
@@ -113,7 +143,7 @@ is(state_of(q{topic = 'dead'}), 'dead', 'the dead message stays dead');
 is(state_of(q{topic = 'slow'}), 'delivered', 'the request in flight during the upgrade settled as delivered');
 my $expect = {
 	'/orders' => sq(q{SELECT count(*) FROM grelout.outbox WHERE topic = 'orders'}),
-	'/slow' => 1, '/paused' => 3, '/dead' => 1 };
+	'/slow' => 1, '/paused' => 3, '/dead' => 1, '/gone-dead' => 1, '/gone' => 1, '/nohandler' => 1 };
 is($expect->{'/orders'}, 5 + 1 + 2 + 2, 'orders: five, the delayed one, two of the session, two keys of the session');
 for my $path (sort keys %$expect)
 {
@@ -126,6 +156,9 @@ for my $path (sort keys %$expect)
 is(sq(q{SELECT has_function_privilege('app_ops', 'outbox_purge(interval, text, boolean)', 'EXECUTE WITH GRANT OPTION')}),
 	't', 'EXECUTE on outbox_purge, with its grant option, carried over to the new signature');
 is(sq(q{SELECT count(*) FROM pg_proc WHERE proname = 'outbox_purge'}), '1', 'one outbox_purge');
+is(sq(q{SELECT has_function_privilege('app_ops', 'outbox_redrive(text, text, uuid)', 'EXECUTE')}),
+	't', 'EXECUTE on outbox_redrive carried over to the new signature');
+is(sq(q{SELECT count(*) FROM pg_proc WHERE proname = 'outbox_redrive'}), '1', 'one outbox_redrive');
 is(sq(q{SELECT has_function_privilege('app_pub', 'outbox_publish(text, jsonb, text, jsonb, interval, text)', 'EXECUTE')}),
 	't', 'EXECUTE on outbox_publish kept');
 is(sq(q{SELECT string_agg(p.oid::regprocedure::text, ',' ORDER BY 1)
@@ -137,6 +170,7 @@ is(sq(q{SELECT url FROM grelout.handlers_masked WHERE topic = 'orders'}), $url->
 # ---- the upgraded schema equals a fresh 1.1 install's, grants included
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', q{CREATE EXTENSION grelout;} . $grants . q{
+	GRANT EXECUTE ON FUNCTION outbox_redrive(text, text, uuid) TO app_ops;
 	GRANT EXECUTE ON FUNCTION outbox_purge(interval, text, boolean) TO app_ops WITH GRANT OPTION;});
 my %schema;
 my $dir = PostgreSQL::Test::Utils::tempdir();
