@@ -74,6 +74,8 @@
 /* Pinned bounds of the relay's statements (see relay_init). */
 #define RELAY_LOCK_TIMEOUT		"1s"
 #define RELAY_CYCLE_TIMEOUT_MS	30000
+/* Routing held back by a handler change: try again this soon. */
+#define ROUTE_RETRY_MS			100
 /* Retention purge: rows a batch, and pause when nothing is left. */
 #define PURGE_BATCH				500
 #define PURGE_IDLE_MS			10000
@@ -551,19 +553,20 @@ queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
  * route_step: route the messages committed since the last cycle (1.1), as
  * many as the claim may take (limit), claiming at once those routed to one
  * enabled handler and due; returns how many it claimed.  *full says a whole
- * batch was routed (more may be new).  Routing no more than can be claimed
+ * batch was routed (more may be new), *blocked that a handler change in
+ * progress held routing back (store_route).  Routing no more than can be claimed
  * keeps a single-handler message at one update, as in 1.0: routed and
  * claimed together, rather than routed now and claimed in a later cycle.
  */
 static int
-route_step(RelayState *st, int limit, int64 lease, bool *full)
+route_step(RelayState *st, int limit, int64 lease, bool *full, bool *blocked)
 {
 	uint64		nrows;
 	int			claimed = 0;
 	SPITupleTable *tt;
 
 	tt = store_route(st->schema, limit, limit, grelout_lease_duration, lease,
-					 &nrows);
+					 &nrows, blocked);
 	*full = (nrows >= (uint64) limit);
 	for (uint64 i = 0; i < nrows; i++)
 	{
@@ -590,12 +593,13 @@ claim_step(RelayState *st, int limit)
 	uint64		nrows = 0;
 	int			claimed;
 	bool		routed_full;
+	bool		route_blocked;
 	List	   *fanout_dead = NIL;
 	SPITupleTable *tt;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	claimed = route_step(st, limit, lease, &routed_full);
+	claimed = route_step(st, limit, lease, &routed_full, &route_blocked);
 	if (claimed < limit)
 	{
 		tt = store_claim(st->schema, limit - claimed, grelout_lease_duration,
@@ -626,6 +630,9 @@ claim_step(RelayState *st, int limit)
 		if (due >= 0 && due < grelout_poll_interval)
 			st->next_claim_at = ms_after(due);
 	}
+	/* new messages wait for a handler change to commit: come back soon */
+	if (route_blocked)
+		st->next_claim_at = Min(st->next_claim_at, ms_after(ROUTE_RETRY_MS));
 }
 
 /* purge_step: one batch of the retention purge, when it is due. */

@@ -28,6 +28,7 @@
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -275,7 +276,7 @@ static const char *update_sql_11 =
 "  AS s(id, lease, state, delay_ms, error, status, duration_ms)"
 " WHERE o.id = s.id AND o.lease = s.lease";
 
-/* 1.1: the messages of fan-out rows about to change (see lock_messages). */
+/* 1.1: the messages of fan-out rows that changed (see lock_messages). */
 static const char *fanout_lock_sql_11 =
 "SELECT 1 FROM grelout.outbox o WHERE o.id = ANY ($1::uuid[])"
 " ORDER BY o.id FOR UPDATE OF o";
@@ -440,19 +441,36 @@ store_schema(void)
  * claiming at most claim_limit of those routed to one enabled handler and
  * due.  *nrows is how many were routed; the rows (columns as enum CLAIM_*,
  * CLAIM_CLAIMED saying which were claimed) are in the returned table until
- * SPI_finish.
+ * SPI_finish.  *blocked says a handler change in progress held routing
+ * back.
+ *
+ * Routing runs under the routing lock in shared mode, tried and never
+ * waited for: a handler's insert, update or delete holds it in exclusive
+ * mode until it commits (its triggers take it), so the relay never routes
+ * with a view of the handlers that a change in progress is about to make
+ * stale (a message routed to wait, say, just as a handler that matches it
+ * is created), and the change sees what routing before it wrote.  The
+ * lock is the transaction's: it goes with the cycle's commit.
  */
 SPITupleTable *
 store_route(StoreSchema schema, int limit, int claim_limit, int lease_ms,
-			int64 lease_token, uint64 *nrows)
+			int64 lease_token, uint64 *nrows, bool *blocked)
 {
 	Oid			types[5] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID};
 	Datum		values[5];
 	int			ret;
 
 	*nrows = 0;
+	*blocked = false;
 	if (schema != STORE_SCHEMA_1_1)
 		return NULL;
+	if (!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
+										  Int32GetDatum(ROUTING_LOCK_KEY1),
+										  Int32GetDatum(ROUTING_LOCK_KEY2))))
+	{
+		*blocked = true;
+		return NULL;
+	}
 	prepare_once(&route_plan_11, route_sql_11, 5, types);
 	values[0] = Int32GetDatum(limit);
 	values[1] = Int32GetDatum(claim_limit);
@@ -609,10 +627,12 @@ settle_update(StoreSchema schema, SettleBatch *b)
 }
 
 /*
- * lock_messages: lock the outbox rows of these messages, in id order, before
- * their fan-out rows change.  Two relays finishing the last rows of one
- * message so take turns, and the finalize of the second (a statement of its
- * own, whose snapshot is taken after the lock) sees the first's rows.
+ * lock_messages: lock the outbox rows of these messages, in id order, after
+ * their fan-out rows changed and before the finalize.  Two relays finishing
+ * the last rows of one message so take turns, and the finalize of the
+ * second (a statement of its own, whose snapshot is taken after the lock)
+ * sees the first's rows.  Fan-out rows first, then messages: the order the
+ * handler triggers take them in.
  */
 static void
 lock_messages(Datum ids)
@@ -663,8 +683,8 @@ store_finalize_fanout(List *ids, bool keep_delivered)
 }
 
 /*
- * settle_fanout: the fan-out outcomes (1.1): lock their messages, update
- * their rows, then finalize the messages that have no unfinished row left.
+ * settle_fanout: the fan-out outcomes (1.1): update their rows, lock their
+ * messages, then finalize the messages that have no unfinished row left.
  */
 static void
 settle_fanout(SettleBatch *b, bool keep_delivered)
@@ -675,7 +695,6 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 	Datum		values[8];
 	int			ret;
 
-	lock_messages(ids);
 	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 8, types);
 	values[0] = ids;
 	values[1] = build_array(b->handlers, NULL, b->n, TEXTOID);
@@ -688,6 +707,7 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 	ret = SPI_execute_plan(fanout_update_plan_11, values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
+	lock_messages(ids);
 	finalize(ids, keep_delivered);
 }
 

@@ -37,6 +37,13 @@ enum
 	CLAIM_CLAIMED				/* routing only: claimed as it was routed */
 };
 
+/*
+ * The routing lock: a transaction-level advisory lock, taken in exclusive
+ * mode by the handler triggers of the 1.1 schema, in shared mode by routing.
+ */
+#define ROUTING_LOCK_KEY1	1735552116	/* "grlt" */
+#define ROUTING_LOCK_KEY2	1
+
 /* The installed grelout schema, as the relay's statements need it. */
 typedef enum StoreSchema
 {
@@ -70,7 +77,7 @@ typedef struct SettleItem
 extern StoreSchema store_schema(void);
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int lease_ms, int64 lease_token,
-								  uint64 *nrows);
+								  uint64 *nrows, bool *blocked);
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,
 								  bool dead_letter, uint64 *nrows);

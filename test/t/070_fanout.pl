@@ -6,7 +6,8 @@
 # exactly; a message with no match waits and goes to a handler created
 # later; a handler created after routing does not get it; disabling pauses
 # one handler only; deleting a handler drops its deliveries only, and
-# DELETE then INSERT loses nothing; a delayed message is routed at once and
+# DELETE then INSERT loses nothing; a handler insert in progress holds
+# routing back until it commits; a delayed message is routed at once and
 # sent when due; last_status and last_duration_ms of both kinds; the
 # retention purge and keep_delivered = off remove a fan-out message with its
 # rows; a stopping relay hands fan-out claims back.
@@ -158,6 +159,18 @@ is($recv->count('/d'), 0, 'and nothing is sent');
 handler('d-late', 'd.*', '/d');
 ok(wait_until(sub { $recv->count('/d') >= 1 }, 30), 'a handler created later gets it');
 is($recv->requests('/d')->[0]{headers}{'grelout-handler'}, 'd-late', 'with its name');
+
+# ---- a handler insert in progress holds routing back until it commits
+my $admin = $node->background_psql('app');
+$admin->query_safe("BEGIN; INSERT INTO grelout.handlers (name, topic, url)"
+	. " VALUES ('r-new', 'r.t', '" . $recv->url('/r') . "')");
+my $r = publish('r.t');
+usleep(1_000_000);
+is(msg($r, 'route'), 'new', 'a message published meanwhile is not routed');
+$admin->query_safe('COMMIT');
+ok(wait_until(sub { $recv->count('/r') >= 1 }, 30),
+	'once the insert commits, the message goes to the new handler');
+$admin->quit;
 
 # ---- a handler created after routing does not get the message
 handler('e-first', 'e.one', '/e1', { enabled => 'false' });
