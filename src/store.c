@@ -191,9 +191,20 @@ static const char *route_sql_11 =
  * 1.1: the claim, per enabled handler, from its inline deliveries and its
  * fan-out rows through their claim indexes (so it never walks waiting,
  * delayed, finished rows or those of a disabled handler), keeping the
- * oldest $1 of both kinds: neither starves the other.  The rest is the
- * 1.0 claim: due, pending or with a lapsed lease, attempts counted here,
- * a lapsed processing claim without attempts left dead-lettered.
+ * oldest $1 of both kinds: neither starves the other.  The candidates, up
+ * to 2 * $1 of each kind a handler, are read without locks; then the
+ * oldest $1 of them that no other relay holds are locked (FOR UPDATE SKIP
+ * LOCKED, which locks a row only as the LIMIT takes it), so a claim locks
+ * no row it does not claim however many handlers have work, and a second
+ * relay claiming at the same time takes the next candidates.  Candidates
+ * are found again by their ctid, a TID scan whatever the statistics said
+ * when the (kept, generic) plan was made: their state is tested as "not
+ * delivered, not dead" (the same, by the CHECK constraint), which a claim
+ * index's predicate cannot be proved from, so that no plan walks a claim
+ * index there instead.  A row updated since it was read is followed to its
+ * latest version and tested again.  The rest is
+ * the 1.0 claim: due, pending or with a lapsed lease, attempts counted
+ * here, a lapsed processing claim without attempts left dead-lettered.
  */
 #define EXHAUSTED_11(t) \
 	"($4 AND " t ".state = 'processing'" \
@@ -213,22 +224,32 @@ static const char *claim_sql_11 =
 "WITH h AS MATERIALIZED ("
 " SELECT name, url, headers, secret, previous_secret, timeout, max_attempts"
 " FROM grelout.handlers WHERE enabled),"
-" ci AS ("
-" SELECT x.id, h.name AS handler, x.available_at, false AS fanout"
-" FROM h CROSS JOIN LATERAL ("
-"  SELECT o.id, o.available_at FROM grelout.outbox o"
+" ki AS MATERIALIZED ("
+" SELECT x.tid FROM h CROSS JOIN LATERAL ("
+"  SELECT o.ctid AS tid FROM grelout.outbox o"
 "  WHERE o.handler = h.name AND o.route = 'single'"
 "   AND o.state IN ('pending', 'processing') AND o.available_at <= now()"
-"  ORDER BY o.available_at, o.id LIMIT $1"
-"  FOR UPDATE OF o SKIP LOCKED) x),"
-" cf AS ("
-" SELECT x.message_id AS id, h.name AS handler, x.available_at, true AS fanout"
-" FROM h CROSS JOIN LATERAL ("
-"  SELECT f.message_id, f.available_at FROM grelout.fanout f"
+"  ORDER BY o.available_at, o.id LIMIT 2 * $1) x),"
+" kf AS MATERIALIZED ("
+" SELECT x.tid FROM h CROSS JOIN LATERAL ("
+"  SELECT f.ctid AS tid FROM grelout.fanout f"
 "  WHERE f.handler = h.name"
 "   AND f.state IN ('pending', 'processing') AND f.available_at <= now()"
-"  ORDER BY f.available_at, f.message_id LIMIT $1"
-"  FOR UPDATE OF f SKIP LOCKED) x),"
+"  ORDER BY f.available_at, f.message_id LIMIT 2 * $1) x),"
+" ci AS MATERIALIZED ("
+" SELECT o.id, o.handler, o.available_at, false AS fanout"
+" FROM grelout.outbox o"
+" WHERE o.ctid = ANY (ARRAY(SELECT tid FROM ki)) AND o.route = 'single'"
+"  AND o.state <> 'delivered' AND o.state <> 'dead' AND o.available_at <= now()"
+" ORDER BY o.available_at, o.id LIMIT $1"
+" FOR UPDATE OF o SKIP LOCKED),"
+" cf AS MATERIALIZED ("
+" SELECT f.message_id AS id, f.handler, f.available_at, true AS fanout"
+" FROM grelout.fanout f"
+" WHERE f.ctid = ANY (ARRAY(SELECT tid FROM kf))"
+"  AND f.state <> 'delivered' AND f.state <> 'dead' AND f.available_at <= now()"
+" ORDER BY f.available_at, f.message_id, f.handler LIMIT $1"
+" FOR UPDATE OF f SKIP LOCKED),"
 " c AS MATERIALIZED ("
 " SELECT u.* FROM (SELECT * FROM ci UNION ALL SELECT * FROM cf) u"
 " ORDER BY u.available_at, u.id LIMIT $1),"
