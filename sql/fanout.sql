@@ -141,6 +141,14 @@ INSERT INTO grelout.handlers (name, topic, url, enabled)
 	VALUES ('billing', 'orders.*', 'http://127.0.0.1:9/billing', false);
 SELECT label, route FROM pg_temp.show() WHERE route IN ('new', 'waiting');
 ROLLBACK;
+-- TRUNCATE deletes every handler, as DELETE does: every unfinished
+-- delivery goes; m1 and m9 were delivered by one handler and are finished
+-- (and deleted, keep_delivered is off), m5 too but dead, m2 and m4 are
+-- unrouted again
+BEGIN;
+TRUNCATE grelout.handlers;
+SELECT * FROM pg_temp.show();
+ROLLBACK;
 -- deleting a handler with no delivery changes nothing
 BEGIN;
 INSERT INTO grelout.handlers (name, topic, url, enabled)

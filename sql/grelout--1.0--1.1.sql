@@ -314,7 +314,8 @@ $reroute$;
 -- fan-out message that so loses its last unfinished delivery is finished
 -- if another handler delivered it (dead if one went dead), else it is
 -- unrouted again, its rows gone.  So DELETE then INSERT of a handler loses
--- nothing.  Finished deliveries of the handler stay, for the record.
+-- nothing.  Finished deliveries of the handler stay, for the record.  As a
+-- statement trigger AFTER TRUNCATE, every handler is gone.
 CREATE FUNCTION grelout._handlers_forget() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
@@ -331,23 +332,38 @@ BEGIN
 	PERFORM pg_catalog.pg_advisory_xact_lock(1735552116, 1);
 
 	-- inline deliveries: a fresh, unrouted message (a claim in flight is
-	-- fenced off: its lease is gone); a delayed one stays delayed
-	UPDATE grelout.outbox AS o
-	SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
-		attempts = 0, last_error = NULL, last_status = NULL,
-		last_duration_ms = NULL,
-		available_at = CASE WHEN o.state = 'processing'
-			THEN pg_catalog.now() ELSE o.available_at END
-	WHERE o.route = 'single' AND o.handler = OLD.name
-		AND o.state IN ('pending', 'processing');
-	GET DIAGNOSTICS n = ROW_COUNT;
-
-	-- fan-out deliveries
-	WITH gone AS (
-		DELETE FROM grelout.fanout AS f
-		WHERE f.handler = OLD.name AND f.state IN ('pending', 'processing')
-		RETURNING f.message_id)
-	SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	-- fenced off: its lease is gone); a delayed one stays delayed.  Then
+	-- the fan-out deliveries.
+	IF TG_OP = 'DELETE' THEN
+		UPDATE grelout.outbox AS o
+		SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+			attempts = 0, last_error = NULL, last_status = NULL,
+			last_duration_ms = NULL,
+			available_at = CASE WHEN o.state = 'processing'
+				THEN pg_catalog.now() ELSE o.available_at END
+		WHERE o.route = 'single' AND o.handler = OLD.name
+			AND o.state IN ('pending', 'processing');
+		GET DIAGNOSTICS n = ROW_COUNT;
+		WITH gone AS (
+			DELETE FROM grelout.fanout AS f
+			WHERE f.handler = OLD.name AND f.state IN ('pending', 'processing')
+			RETURNING f.message_id)
+		SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	ELSE
+		UPDATE grelout.outbox AS o
+		SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+			attempts = 0, last_error = NULL, last_status = NULL,
+			last_duration_ms = NULL,
+			available_at = CASE WHEN o.state = 'processing'
+				THEN pg_catalog.now() ELSE o.available_at END
+		WHERE o.route = 'single' AND o.state IN ('pending', 'processing');
+		GET DIAGNOSTICS n = ROW_COUNT;
+		WITH gone AS (
+			DELETE FROM grelout.fanout AS f
+			WHERE f.state IN ('pending', 'processing')
+			RETURNING f.message_id)
+		SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	END IF;
 	IF touched IS NULL THEN
 		IF n > 0 THEN
 			PERFORM grelout._wake();
@@ -417,6 +433,26 @@ CREATE TRIGGER handlers_reroute_update
 CREATE TRIGGER handlers_forget
 	AFTER DELETE ON grelout.handlers
 	FOR EACH ROW EXECUTE FUNCTION grelout._handlers_forget();
+CREATE TRIGGER handlers_forget_all
+	AFTER TRUNCATE ON grelout.handlers
+	FOR EACH STATEMENT EXECUTE FUNCTION grelout._handlers_forget();
+
+-- TRUNCATE of grelout.outbox takes the fan-out deliveries with it: no
+-- delivery outlives its message.  (A DELETE: a TRUNCATE here would fail
+-- when the same statement truncates grelout.fanout too.)
+CREATE FUNCTION grelout._outbox_truncated() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $truncated$
+BEGIN
+	DELETE FROM grelout.fanout;
+	RETURN NULL;
+END
+$truncated$;
+REVOKE ALL ON FUNCTION grelout._outbox_truncated() FROM PUBLIC;
+CREATE TRIGGER outbox_truncate_fanout
+	AFTER TRUNCATE ON grelout.outbox
+	FOR EACH STATEMENT EXECUTE FUNCTION grelout._outbox_truncated();
 
 -- One row a delivery: the inline deliveries of messages routed to one
 -- handler, and the rows of those routed to several.

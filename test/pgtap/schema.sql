@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(298);
+SELECT plan(305);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -183,17 +183,20 @@ SELECT throws_ok($$INSERT INTO grelout.handlers (name, topic, url) VALUES ('pgta
 SELECT trigger_is('grelout', 'handlers', t, 'grelout', f, format('%s runs grelout.%s', t, f))
 FROM (VALUES ('handlers_reroute_insert', '_handlers_reroute'),
 	('handlers_reroute_update', '_handlers_reroute'),
-	('handlers_forget', '_handlers_forget')) AS v(t, f);
+	('handlers_forget', '_handlers_forget'),
+	('handlers_forget_all', '_handlers_forget')) AS v(t, f);
 SELECT is((SELECT array_agg(tgname::text || ':' ||
 		CASE WHEN tgtype & 2 = 2 THEN 'before' ELSE 'after' END || ':' ||
 		CASE WHEN tgtype & 1 = 1 THEN 'row' ELSE 'statement' END || ':' ||
 		concat_ws(',', CASE WHEN tgtype & 4 = 4 THEN 'insert' END,
 			CASE WHEN tgtype & 8 = 8 THEN 'delete' END,
-			CASE WHEN tgtype & 16 = 16 THEN 'update' END) ORDER BY tgname)
+			CASE WHEN tgtype & 16 = 16 THEN 'update' END,
+			CASE WHEN tgtype & 32 = 32 THEN 'truncate' END) ORDER BY tgname)
 	FROM pg_trigger WHERE tgrelid = 'grelout.handlers'::regclass AND NOT tgisinternal),
-	ARRAY['handlers_forget:after:row:delete', 'handlers_reroute_insert:after:row:insert',
+	ARRAY['handlers_forget:after:row:delete', 'handlers_forget_all:after:statement:truncate',
+		'handlers_reroute_insert:after:row:insert',
 		'handlers_reroute_update:after:row:update', 'handlers_validate:before:row:insert,update'],
-	'the triggers of grelout.handlers: validate before, re-route and forget after');
+	'the triggers of grelout.handlers: validate before, re-route and forget after (TRUNCATE too)');
 SELECT is((SELECT array_agg(a.attname::text ORDER BY a.attname)
 	FROM pg_trigger t JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = ANY (t.tgattr)
 	WHERE t.tgname = 'handlers_reroute_update' AND t.tgrelid = 'grelout.handlers'::regclass),
@@ -228,6 +231,12 @@ SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
 	WHERE indexrelid = 'grelout.fanout_claim_idx'::regclass),
 	$$(state = ANY (ARRAY['pending'::text, 'processing'::text]))$$,
 	'fanout_claim_idx is partial: pending and processing only');
+SELECT trigger_is('grelout', 'outbox', 'outbox_truncate_fanout', 'grelout', '_outbox_truncated',
+	'TRUNCATE of grelout.outbox empties grelout.fanout too');
+SELECT lives_ok($$INSERT INTO grelout.fanout (message_id, handler, available_at, created_at)
+	VALUES (gen_random_uuid(), 'pgtap.h', now(), now()); TRUNCATE grelout.outbox$$,
+	'TRUNCATE grelout.outbox');
+SELECT is((SELECT count(*) FROM grelout.fanout), 0::bigint, '... leaves no fan-out row');
 SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'grelout.fanout'::regclass),
 	(SELECT reloptions FROM pg_class WHERE oid = 'grelout.outbox'::regclass),
 	'grelout.fanout is vacuumed as grelout.outbox is');
@@ -328,8 +337,8 @@ SELECT isnt_strict('public', 'outbox_publish', ARRAY['text', 'jsonb', 'text', 'j
 	'outbox_publish is not STRICT: a NULL topic or payload gets an error, not a NULL id');
 SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
-		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute and _handlers_forget');
+		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget and _outbox_truncated');
 SELECT is(grelout._topic_matches('orders.#', 'orders.created.eu'), true, '_topic_matches: # takes segments');
 SELECT is(grelout._topic_matches('#', 'grelout.handler.disabled'), false,
 	'_topic_matches: a leading wildcard never matches a grelout. topic');
@@ -339,10 +348,10 @@ SELECT is_strict('grelout', '_topic_matches', ARRAY['text', 'text'], '_topic_mat
 SELECT is((SELECT proparallel FROM pg_proc WHERE oid = 'grelout._topic_matches(text, text)'::regprocedure),
 	's', '_topic_matches is PARALLEL SAFE');
 SELECT is_definer('grelout', f, ARRAY[]::name[], 'grelout.' || f || ' is SECURITY DEFINER')
-FROM unnest(ARRAY['_handlers_reroute', '_handlers_forget']::name[]) AS f;
+FROM unnest(ARRAY['_handlers_reroute', '_handlers_forget', '_outbox_truncated']::name[]) AS f;
 SELECT is((SELECT proconfig FROM pg_proc WHERE oid = ('grelout.' || f || '()')::regprocedure),
 	ARRAY['search_path=pg_catalog, pg_temp'], 'grelout.' || f || ' pins search_path to pg_catalog, pg_temp')
-FROM unnest(ARRAY['_handlers_reroute', '_handlers_forget']) AS f;
+FROM unnest(ARRAY['_handlers_reroute', '_handlers_forget', '_outbox_truncated']) AS f;
 SELECT is(grelout._mask_url('https://alice:S3cr3t@host/in?token=abc'), 'https://***@host/in?token=***',
 	'_mask_url masks userinfo and query values');
 
@@ -357,7 +366,7 @@ SELECT function_privs_are('grelout', '_mask_url', ARRAY['text']::name[], 'public
 SELECT function_privs_are('grelout', f, ARRAY[]::name[], 'public', ARRAY[]::text[],
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats', '_wake',
-	'_keeps_delivered', '_handlers_reroute', '_handlers_forget']::name[]) AS f;
+	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated']::name[]) AS f;
 SELECT function_privs_are('grelout', '_topic_matches', ARRAY['text', 'text']::name[], 'public', ARRAY['EXECUTE'],
 	'grelout._topic_matches: EXECUTE for PUBLIC, who may read grelout.status must call it (it reads nothing)');
 SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: nothing for PUBLIC');
