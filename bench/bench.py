@@ -260,6 +260,10 @@ class Bench:
         self.q('CREATE TABLE bench_plain_outbox (LIKE grelout.outbox INCLUDING ALL)')
         self.q("INSERT INTO grelout.handlers (topic, url) VALUES ('bench', %s)",
                (self.nginx_url + '/hook',))
+        # fan-out (1.1): three handlers of topic fan, on three receiver paths
+        for i in (1, 2, 3):
+            self.q("INSERT INTO grelout.handlers (name, topic, url) VALUES (%s, 'fan', %s)",
+                   ('fan-%d' % i, self.nginx_url + '/fan%d' % i))
         self.payload_len = self.res['payload_len'] = self.q1('SELECT length(%s::text)' % payload_sql('12345678', '48213'))
         log('payload: %d bytes of JSON text' % self.payload_len)
         self.node_env = dict(self.env, TARGET_URL=self.nginx_url + '/graphile',
@@ -277,7 +281,7 @@ class Bench:
 
     def reset_tables(self):
         """empty every table the figures write (relays must be paused)."""
-        self.q('TRUNCATE bench_orders, bench_plain_outbox, grelout.outbox,'
+        self.q('TRUNCATE bench_orders, bench_plain_outbox, grelout.outbox, grelout.fanout,'
                ' graphile_worker._private_jobs, graphile_worker._private_job_queues'
                ' RESTART IDENTITY')
         self.q('VACUUM ANALYZE bench_orders, bench_plain_outbox, grelout.outbox')
@@ -366,13 +370,19 @@ class Bench:
                    % (payload_sql('g', 'mod(g, 100000)'), done + 1, done + k), (topic,))
             done += k
 
-    def drain(self, n, label):
-        """publish n messages with the relays paused, then time their delivery."""
+    def drain(self, n, label, topic='bench', per_message=1):
+        """publish n messages with the relays paused, then time their delivery
+        (per_message deliveries each: its topic's handlers); deliveries/s."""
         self.pause()
-        self.q("DELETE FROM grelout.outbox WHERE topic = 'bench'"
-               " AND state IN ('pending', 'processing') AND available_at <= now()")
-        self.publish_backlog(n)
-        self.q('VACUUM ANALYZE grelout.outbox')
+        self.q("DELETE FROM grelout.outbox WHERE topic = %s"
+               " AND state IN ('pending', 'processing') AND available_at <= now()", (topic,))
+        if per_message > 1:
+            self.q("DELETE FROM grelout.fanout f WHERE NOT EXISTS"
+                   " (SELECT FROM grelout.outbox o WHERE o.id = f.message_id)")
+        self.publish_backlog(n, topic)
+        n_msgs, n = n, n * per_message
+        # both queue tables: the fan-out rows of the previous runs are gone
+        self.q('VACUUM ANALYZE grelout.outbox, grelout.fanout')
         self.q('CHECKPOINT')
         before = self.relays()
         base = sum(r[4] for r in before)
@@ -394,16 +404,21 @@ class Bench:
                              % (label, d - base, n))
             time.sleep(0.005)
         t1 = time.time()
-        left = self.q1("SELECT count(*) FROM grelout.outbox WHERE topic = 'bench'"
-                       " AND state IN ('pending', 'processing') AND available_at <= now()")
+        left = self.q1("SELECT count(*) FROM grelout.outbox WHERE topic = %s"
+                       " AND state IN ('pending', 'processing') AND available_at <= now()",
+                       (topic,))
         after = self.relays()
         failures = sum(r[5] + r[6] for r in after) - base_retried
         got = self.nginx_requests() - ng0
         if left != 0 or got < n:
             raise Broken('%s: %d rows left, nginx saw %d of %d' % (label, left, got, n))
         rate = n / (t1 - t0)
-        log('  %-22s %7d msgs in %6.2f s = %8.0f msgs/s (retries+dead %d)'
-            % (label, n, t1 - t0, rate, failures))
+        if per_message > 1:
+            log('  %-22s %7d msgs x %d = %7d deliveries in %6.2f s = %8.0f deliveries/s'
+                ' (retries+dead %d)' % (label, n_msgs, per_message, n, t1 - t0, rate, failures))
+        else:
+            log('  %-22s %7d msgs in %6.2f s = %8.0f msgs/s (retries+dead %d)'
+                % (label, n, t1 - t0, rate, failures))
         return rate
 
     def wrk(self, conns):
@@ -444,6 +459,16 @@ class Bench:
         log('  wrk -c 50: %s req/s' % ', '.join('%.0f' % w for w in wrk))
         self.res['figures']['2'] = {'default': rates, 'wrk_default': wrk}
         self.load_note('fig 2 default end')
+
+    def fig7(self):
+        """fan-out: messages to 3 handlers, beside figure 2's single handler."""
+        n = max(1, self.sz['backlog'] // 3)
+        log('figure 7: fan-out, %d messages to 3 handlers (default settings)' % n)
+        self.load_note('fig 7 start')
+        rates = [self.drain(n, 'fan-out run %d' % (run + 1), topic='fan', per_message=3)
+                 for run in range(self.sz['runs'])]
+        self.res['figures']['7'] = {'messages': n, 'handlers': 3, 'rates': rates}
+        self.load_note('fig 7 end')
 
     def fig2_tuned(self):
         log('figure 2: delivery throughput, tuned settings %s' % TUNED)
@@ -770,6 +795,10 @@ class Bench:
             self.fig1()
         if want('2') or want('6') or want('3'):
             self.fig2_default()
+        if want('7'):
+            if '2' not in self.res['figures']:
+                self.fig2_default()
+            self.fig7()
         if want('4'):
             self.fig4()
         if want('5'):
@@ -990,6 +1019,24 @@ def render(res, sz, quick):
             L.append('Ratio (with / empty): **%.2f**\n' % ratio)
             targets.append(('5. flat at scale', 'within 10% of the empty table',
                             '%.2f x' % ratio, ratio >= 0.9))
+    if '7' in f and '2' in f:
+        x = f['7']
+        single = stats(f['2']['default'])[0]
+        fan = stats(x['rates'])[0]
+        L.append('## 7. Fan-out\n')
+        L.append('%d messages of topic `fan`, each routed to the 3 handlers of that topic '
+                 '(3 nginx paths), published with the relays paused and drained as in '
+                 'figure 2 (default settings): %d deliveries, timed from the reload to the '
+                 'last settled delivery, each checked as arrived at nginx. Beside it, '
+                 'figure 2\'s single-handler drain (one delivery a message).\n'
+                 % (x['messages'], 3 * x['messages']))
+        L.append('| drain | median deliveries/s | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('single handler (figure 2, default)', f['2']['default']))
+        L.append(row3('fan-out to 3 handlers', x['rates']))
+        L.append('')
+        L.append('Ratio (fan-out / single handler): **%.2f**\n' % (fan / single))
+        targets.append(('7. fan-out', 'deliveries/s >= 0.8 x single handler',
+                        '%.2f x' % (fan / single), fan / single >= 0.8))
     mem = res.get('mem', [])
     first = next((s for s in mem if s['label'] == 'after first drain'), None)
     second = next((s for s in mem if s['label'] == 'after %d' % sz['mem_second']), None)

@@ -9,9 +9,11 @@
  *
  *	1. move HTTP requests along (http.c) and collect the finished ones,
  *	   deciding each outcome (outcome.c: delivered, retry later, dead);
- *	2. in one short transaction, settle those outcomes and claim as many new
- *	   messages as there are free request slots (store.c), building each
- *	   claimed message's request (webhook.c); commit;
+ *	2. in one short transaction, settle those outcomes (finalizing fan-out
+ *	   messages whose deliveries are all finished), route the messages
+ *	   committed since the last cycle to their handlers (1.1), and claim as
+ *	   many deliveries as there are free request slots (store.c), building
+ *	   each claimed delivery's request (webhook.c); commit;
  *	3. start the claimed requests (only after the claim has committed: no
  *	   transaction is ever open across network I/O);
  *	4. wait on the latch, postmaster death and the HTTP sockets until the
@@ -72,6 +74,8 @@
 /* Pinned bounds of the relay's statements (see relay_init). */
 #define RELAY_LOCK_TIMEOUT		"1s"
 #define RELAY_CYCLE_TIMEOUT_MS	30000
+/* Routing held back by a handler change: try again this soon. */
+#define ROUTE_RETRY_MS			100
 /* Retention purge: rows a batch, and pause when nothing is left. */
 #define PURGE_BATCH				500
 #define PURGE_IDLE_MS			10000
@@ -102,6 +106,7 @@ typedef struct RelayState
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
 	MonoTime	next_claim_at;	/* next due message, or the poll */
 	bool		extension_ready;
+	StoreSchema schema;			/* read at the start of each cycle */
 	WebhookJob *to_start;
 	dlist_head	in_flight;		/* started, not yet finished */
 
@@ -145,7 +150,7 @@ abandon_lease_recovery(int code, Datum arg)
  * does it, in the caller's transaction; the others wait for it.
  */
 static bool
-may_claim_after_restart(uint64 *released)
+may_claim_after_restart(StoreSchema schema, uint64 *released)
 {
 	uint32		expected = LEASES_TO_RECOVER;
 
@@ -155,7 +160,7 @@ may_claim_after_restart(uint64 *released)
 										&expected, LEASES_RECOVERING))
 		return false;
 	recovering_leases = true;
-	*released = store_release_stale_leases();
+	*released = store_release_stale_leases(schema);
 	return true;
 }
 
@@ -278,9 +283,14 @@ set_activity(RelayState *st, const char *activity)
 	pgstat_report_activity(STATE_IDLE, activity);
 }
 
-/* add_settle: queue one outcome for the next database cycle. */
+static bool responded(const HttpRequest *r);
+
+/*
+ * add_settle: queue the outcome of a job's attempt for the next database
+ * cycle, with the attempt's HTTP status and duration.
+ */
 static void
-add_settle(RelayState *st, const pg_uuid_t *id, int64 lease, SettleState state,
+add_settle(RelayState *st, const WebhookJob *job, SettleState state,
 		   int64 delay_ms, const char *error)
 {
 	MemoryContext old = MemoryContextSwitchTo(st->settle_cxt);
@@ -294,11 +304,17 @@ add_settle(RelayState *st, const pg_uuid_t *id, int64 lease, SettleState state,
 			palloc(sizeof(SettleItem) * st->settles_cap);
 	}
 	it = &st->settles[st->nsettles++];
-	memcpy(&it->id, id, sizeof(pg_uuid_t));
-	it->lease = lease;
+	memcpy(&it->id, &job->id, sizeof(pg_uuid_t));
+	it->lease = job->lease;
 	it->state = state;
 	it->delay_ms = delay_ms;
 	it->error = error ? pstrdup(error) : NULL;
+	it->fanout = job->fanout;
+	it->handler = job->handler ? pstrdup(job->handler) : NULL;
+	it->status = responded(&job->req) ? (int) job->req.status : 0;
+	it->duration_ms = -1;
+	if (job->started_us > 0)
+		it->duration_ms = (int) Min((now_ts() - job->started_us) / 1000, PG_INT32_MAX);
 	MemoryContextSwitchTo(old);
 
 	if (state == SETTLE_DELIVERED)
@@ -324,15 +340,33 @@ forget_settles(RelayState *st)
 	st->settles_cap = 0;
 }
 
-/* log_dead: the WARNING of a dead-lettered message. */
-static void
-log_dead(const char *id, const char *topic, int attempt, const char *error)
+/*
+ * named_handler: the handler's name when the log should give it: under 1.1,
+ * when it is not the topic (as 1.0 named every handler by its topic).
+ */
+static const char *
+named_handler(const char *handler, const char *topic)
 {
-	ereport(WARNING,
-			(errmsg("grelout message %s of topic \"%s\" is dead after attempt %d",
-					id, topic, attempt),
-			 errdetail("%s", error),
-			 errhint("Fix the endpoint, then call outbox_redrive().")));
+	return (handler && strcmp(handler, topic) != 0) ? handler : NULL;
+}
+
+/* log_dead: the WARNING of a dead-lettered delivery. */
+static void
+log_dead(const char *id, const char *topic, const char *handler, int attempt,
+		 const char *error)
+{
+	if (named_handler(handler, topic))
+		ereport(WARNING,
+				(errmsg("grelout message %s of topic \"%s\" for handler \"%s\" is dead after attempt %d",
+						id, topic, handler, attempt),
+				 errdetail("%s", error),
+				 errhint("Fix the endpoint, then call outbox_redrive().")));
+	else
+		ereport(WARNING,
+				(errmsg("grelout message %s of topic \"%s\" is dead after attempt %d",
+						id, topic, attempt),
+				 errdetail("%s", error),
+				 errhint("Fix the endpoint, then call outbox_redrive().")));
 }
 
 /* responded: did a status line arrive (a cut body still counts)? */
@@ -400,7 +434,7 @@ finish_job(RelayState *st, WebhookJob *job)
 
 	if (o.kind == OUTCOME_DELIVERED)
 	{
-		add_settle(st, &job->id, job->lease, SETTLE_DELIVERED, 0, NULL);
+		add_settle(st, job, SETTLE_DELIVERED, 0, NULL);
 		webhook_free(job);
 		return;
 	}
@@ -409,17 +443,23 @@ finish_job(RelayState *st, WebhookJob *job)
 	grelout_slot_error(st->slot, errbuf);
 	if (o.kind == OUTCOME_DEAD)
 	{
-		log_dead(job->id_str, job->topic, job->attempts, errbuf);
-		add_settle(st, &job->id, job->lease, SETTLE_DEAD, 0, errbuf);
+		log_dead(job->id_str, job->topic, job->handler, job->attempts, errbuf);
+		add_settle(st, job, SETTLE_DEAD, 0, errbuf);
+		webhook_free(job);
+		return;
 	}
+	if (named_handler(job->handler, job->topic))
+		ereport(WARNING,
+				(errmsg("grelout message %s of topic \"%s\" for handler \"%s\" failed on attempt %d, retrying in %.1f s",
+						job->id_str, job->topic, job->handler, job->attempts,
+						o.delay_ms / 1000.0),
+				 errdetail("%s", errbuf)));
 	else
-	{
 		ereport(WARNING,
 				(errmsg("grelout message %s of topic \"%s\" failed on attempt %d, retrying in %.1f s",
 						job->id_str, job->topic, job->attempts, o.delay_ms / 1000.0),
 				 errdetail("%s", errbuf)));
-		add_settle(st, &job->id, job->lease, SETTLE_RETRY, o.delay_ms, errbuf);
-	}
+	add_settle(st, job, SETTLE_RETRY, o.delay_ms, errbuf);
 	webhook_free(job);
 }
 
@@ -441,6 +481,7 @@ typedef struct ClaimDead
 {
 	char	   *id;
 	char	   *topic;
+	char	   *handler;
 	int			attempts;
 	char	   *error;
 } ClaimDead;
@@ -452,7 +493,8 @@ typedef struct ClaimDead
  * dead-lettered nothing.
  */
 static bool
-claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc)
+claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc,
+				  List **fanout_dead)
 {
 	bool		isnull;
 	ClaimDead  *cd;
@@ -464,9 +506,18 @@ claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc)
 	cd = palloc(sizeof(ClaimDead));
 	cd->id = SPI_getvalue(tup, desc, CLAIM_ID);
 	cd->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
+	cd->handler = webhook_text_column(tup, desc, CLAIM_HANDLER);
 	cd->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
 	cd->error = webhook_text_column(tup, desc, CLAIM_LAST_ERROR);
 	st->claim_dead = lappend(st->claim_dead, cd);
+	if (DatumGetBool(SPI_getbinval(tup, desc, CLAIM_FANOUT, &isnull)))
+	{
+		pg_uuid_t  *id = palloc(sizeof(pg_uuid_t));
+
+		memcpy(id, DatumGetUUIDP(SPI_getbinval(tup, desc, CLAIM_ID, &isnull)),
+			   sizeof(pg_uuid_t));
+		*fanout_dead = lappend(*fanout_dead, id);
+	}
 	MemoryContextSwitchTo(old);
 	return true;
 }
@@ -481,52 +532,107 @@ claim_dead_report(RelayState *st)
 	{
 		ClaimDead  *cd = lfirst(lc);
 
-		log_dead(cd->id, cd->topic, cd->attempts,
+		log_dead(cd->id, cd->topic, cd->handler, cd->attempts,
 				 cd->error ? cd->error : "no attempts left");
 		st->count_dead++;
 	}
 	st->claim_dead = NIL;
 }
 
+/* queue_job: build a claimed row's request, to start once the claim commits. */
+static void
+queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
+{
+	WebhookJob *job = webhook_build(st->jobs_cxt, tup, desc, lease);
+
+	job->next = st->to_start;
+	st->to_start = job;
+}
+
 /*
- * claim_step: claim up to limit messages and build their requests, to be
- * started once the claim commits; then schedule the next claim.
+ * route_step: route the messages committed since the last cycle (1.1), as
+ * many as the claim may take (limit), claiming at once those routed to one
+ * enabled handler and due; returns how many it claimed.  *full says a whole
+ * batch was routed (more may be new), *blocked that a handler change in
+ * progress held routing back (store_route).  Routing no more than can be claimed
+ * keeps a single-handler message at one update, as in 1.0: routed and
+ * claimed together, rather than routed now and claimed in a later cycle.
+ */
+static int
+route_step(RelayState *st, int limit, int64 lease, bool *full, bool *blocked)
+{
+	uint64		nrows;
+	int			claimed = 0;
+	SPITupleTable *tt;
+
+	tt = store_route(st->schema, limit, limit, grelout_lease_duration, lease,
+					 &nrows, blocked);
+	*full = (nrows >= (uint64) limit);
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		bool		isnull;
+
+		if (!DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_CLAIMED,
+										&isnull)))
+			continue;
+		queue_job(st, tt->vals[i], tt->tupdesc, lease);
+		claimed++;
+	}
+	return claimed;
+}
+
+/*
+ * claim_step: route new messages, claim up to limit deliveries and build
+ * their requests, to be started once the claim commits; then schedule the
+ * next claim.
  */
 static void
 claim_step(RelayState *st, int limit)
 {
 	int64		lease;
-	uint64		nrows;
+	uint64		nrows = 0;
+	int			claimed;
+	bool		routed_full;
+	bool		route_blocked;
+	List	   *fanout_dead = NIL;
 	SPITupleTable *tt;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	tt = store_claim(limit, grelout_lease_duration, lease,
-					 grelout_max_attempts, grelout_dead_letter, &nrows);
-	for (uint64 i = 0; i < nrows; i++)
+	claimed = route_step(st, limit, lease, &routed_full, &route_blocked);
+	if (claimed < limit)
 	{
-		WebhookJob *job;
-
-		if (claimed_exhausted(st, tt->vals[i], tt->tupdesc))
-			continue;
-		job = webhook_build(st->jobs_cxt, tt->vals[i], tt->tupdesc, lease);
-		job->next = st->to_start;
-		st->to_start = job;
+		tt = store_claim(st->schema, limit - claimed, grelout_lease_duration,
+						 lease, grelout_max_attempts, grelout_dead_letter,
+						 &nrows);
+		for (uint64 i = 0; i < nrows; i++)
+		{
+			if (claimed_exhausted(st, tt->vals[i], tt->tupdesc, &fanout_dead))
+				continue;
+			queue_job(st, tt->vals[i], tt->tupdesc, lease);
+		}
 	}
+	/* a fan-out delivery dead-lettered here may have been its message's last */
+	if (fanout_dead != NIL)
+		store_finalize_fanout(fanout_dead, grelout_keep_mode != GRELOUT_KEEP_OFF);
 
 	/*
-	 * A full batch means more may be due; otherwise sleep until the next due
-	 * message (or lease), or the poll interval.
+	 * A full batch (routed or claimed) means more may be new or due;
+	 * otherwise sleep until the next due delivery (or lease), or the poll
+	 * interval.
 	 */
-	st->claim_wanted = (nrows >= (uint64) limit);
+	st->claim_wanted = routed_full || claimed + nrows >= (uint64) limit;
 	st->next_claim_at = ms_after(grelout_poll_interval);
 	if (!st->claim_wanted)
 	{
-		int64		due = store_next_due_ms();
+		int64		due = store_next_due_ms(st->schema);
 
 		if (due >= 0 && due < grelout_poll_interval)
 			st->next_claim_at = ms_after(due);
 	}
+	/* new messages wait for a handler change to commit: come back soon */
+	if (route_blocked)
+		st->next_claim_at = Min(st->next_claim_at, ms_after(ROUTE_RETRY_MS));
 }
 
 /* purge_step: one batch of the retention purge, when it is due. */
@@ -537,7 +643,7 @@ purge_step(RelayState *st)
 
 	if (grelout_keep_mode != GRELOUT_KEEP_WINDOW || now_ts() < st->next_purge_at)
 		return;
-	n = store_purge_delivered(grelout_keep_window_ms, PURGE_BATCH);
+	n = store_purge_delivered(st->schema, grelout_keep_window_ms, PURGE_BATCH);
 	st->next_purge_at = (n >= PURGE_BATCH) ? 0 : ms_after(PURGE_IDLE_MS);
 }
 
@@ -550,18 +656,19 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 {
 	int			free_slots = grelout_concurrency - http_engine_running(st->engine);
 
-	if (!store_extension_ready())
+	st->schema = store_schema();
+	if (st->schema == STORE_SCHEMA_NONE)
 	{
 		/* DROP EXTENSION: what was in flight has no row to settle */
 		forget_settles(st);
 		return false;
 	}
 	if (st->nsettles > 0)
-		store_settle(st->settles, st->nsettles,
+		store_settle(st->schema, st->settles, st->nsettles,
 					 grelout_keep_mode != GRELOUT_KEEP_OFF);
 	if (claim && free_slots > 0)
 	{
-		if (may_claim_after_restart(released))
+		if (may_claim_after_restart(st->schema, released))
 			claim_step(st, Min(grelout_batch_size, free_slots));
 		else
 		{
@@ -721,6 +828,7 @@ start_claimed(RelayState *st)
 		WebhookJob *job = st->to_start;
 
 		st->to_start = job->next;
+		job->started_us = now_ts();
 		if (!http_engine_start(st->engine, &job->req))
 		{
 			job->req.result = CURLE_FAILED_INIT;
@@ -859,7 +967,7 @@ release_unfinished(RelayState *st)
 	{
 		WebhookJob *job = dlist_container(WebhookJob, in_flight, iter.cur);
 
-		add_settle(st, &job->id, job->lease, SETTLE_RELEASE, 0, NULL);
+		add_settle(st, job, SETTLE_RELEASE, 0, NULL);
 		n++;
 	}
 	return n;
@@ -959,6 +1067,14 @@ pin_session(void)
 	 * sort that stays in use, growing with the table, until the next ANALYZE.
 	 */
 	SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * The 1.1 statements read grelout.handlers (a few rows, no index on
+	 * "enabled") with a sequential scan, which enable_seqscan = off costs at
+	 * 1e10: that cost would make every cycle JIT-compile its statements
+	 * (hundreds of milliseconds).  No relay statement gains from JIT.
+	 */
+	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*

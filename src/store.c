@@ -1,10 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * store.c
- *	  The relay's statements on grelout.outbox, each planned once per relay
- *	  and kept: the claim (FOR UPDATE SKIP LOCKED with a lease and a fencing
- *	  token), the batched settle of many outcomes in one statement, the
- *	  next due time, and the retention purge of delivered rows.
+ *	  The relay's statements on grelout.outbox and grelout.fanout, each
+ *	  planned once per relay and kept: the routing of new messages (1.1),
+ *	  the claim (FOR UPDATE SKIP LOCKED with a lease and a fencing token),
+ *	  the batched settle of many outcomes and the finalize of fan-out
+ *	  messages, the next due time, the lease recovery at start, and the
+ *	  retention purge of delivered messages.
+ *
+ * The library serves both schemas: store_schema reads the installed
+ * version every cycle, and each function takes it, running the 1.0
+ * statements (a handler per topic, every delivery inline in its outbox
+ * row) on a 1.0 schema and the 1.1 ones (routing; inline deliveries for
+ * messages routed to one handler, grelout.fanout rows for several) on 1.1.
  *
  * Every function here runs inside a transaction that the relay opened,
  * with SPI connected and a snapshot pushed.
@@ -13,8 +21,14 @@
  */
 #include "store.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
-#include "commands/extension.h"
+#include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -24,6 +38,15 @@ static SPIPlanPtr delete_plan = NULL;
 static SPIPlanPtr update_plan = NULL;
 static SPIPlanPtr next_due_plan = NULL;
 static SPIPlanPtr purge_plan = NULL;
+
+static SPIPlanPtr route_plan_11 = NULL;
+static SPIPlanPtr claim_plan_11 = NULL;
+static SPIPlanPtr update_plan_11 = NULL;
+static SPIPlanPtr fanout_lock_plan_11 = NULL;
+static SPIPlanPtr fanout_update_plan_11 = NULL;
+static SPIPlanPtr finalize_plan_11 = NULL;
+static SPIPlanPtr next_due_plan_11 = NULL;
+static SPIPlanPtr purge_plan_11 = NULL;
 
 /*
  * The claim.  Only messages of topics with an enabled handler, due now,
@@ -62,7 +85,7 @@ static const char *claim_sql =
 " FROM c WHERE o.id = c.id AND o.id = ANY (ARRAY(SELECT id FROM c))"
 " RETURNING o.id, o.topic, o.key, o.payload::text, o.headers, o.attempts,"
 "  c.exhausted, c.max_attempts, c.url, c.handler_headers, c.secret,"
-"  c.previous_secret, c.timeout, o.last_error";
+"  c.previous_secret, c.timeout, o.last_error, NULL::text, false";
 
 /* Delivered and not kept: delete, only while the row holds our lease. */
 static const char *delete_sql =
@@ -110,6 +133,266 @@ static const char *release_sql =
 "UPDATE grelout.outbox SET available_at = now()"
 " WHERE state = 'processing' AND available_at > now()";
 
+/*
+ * 1.1: routing, at first sight of a committed message (due or not), the
+ * oldest new ones first, a batch at a time.  Every handler whose pattern
+ * matches the topic and whose filter the payload contains (enabled or
+ * not) gets a delivery: none leaves the message waiting for a handler;
+ * one makes it an inline delivery in its outbox row, as 1.0 kept it; more
+ * make one grelout.fanout row each.  A message routed to one enabled
+ * handler and due now is claimed in the same update (up to $2 of them),
+ * so that it costs one update, as in 1.0: those rows come back with
+ * "claimed" true and the claim's columns.
+ */
+static const char *route_sql_11 =
+"WITH n AS ("
+" SELECT o.id, o.topic, o.payload, o.state, o.available_at, o.created_at"
+" FROM grelout.outbox o WHERE o.route = 'new'"
+" ORDER BY o.id LIMIT $1"
+" FOR UPDATE OF o SKIP LOCKED),"
+" m AS ("
+" SELECT n.id, h.name FROM n JOIN grelout.handlers h"
+"  ON grelout._topic_matches(h.topic, n.topic)"
+"  AND (h.filter IS NULL OR n.payload @> h.filter)),"
+" k AS MATERIALIZED ("
+" SELECT n.id, n.state, n.available_at, n.created_at,"
+"  count(m.name) AS matches, min(m.name) AS handler"
+" FROM n LEFT JOIN m ON m.id = n.id"
+" GROUP BY n.id, n.state, n.available_at, n.created_at),"
+" r AS MATERIALIZED ("
+" SELECT k.id, k.matches, k.handler, h.name, h.url, h.headers, h.secret,"
+"  h.previous_secret, h.timeout, h.max_attempts,"
+"  h.name IS NOT NULL AND"
+"  row_number() OVER (PARTITION BY h.name IS NULL ORDER BY k.id) <= $2"
+"  AS claimed"
+" FROM k LEFT JOIN grelout.handlers h ON h.name = k.handler AND h.enabled"
+"  AND k.matches = 1 AND k.state = 'pending' AND k.available_at <= now()),"
+" f AS ("
+" INSERT INTO grelout.fanout (message_id, handler, available_at, created_at)"
+" SELECT m.id, m.name, k.available_at, k.created_at"
+" FROM m JOIN k ON k.id = m.id AND k.matches > 1)"
+" UPDATE grelout.outbox o SET"
+"  route = CASE WHEN r.matches = 0 THEN 'waiting'"
+"   WHEN r.matches = 1 THEN 'single' ELSE 'fanout' END,"
+"  handler = CASE WHEN r.matches = 1 THEN r.handler END,"
+"  state = CASE WHEN r.claimed THEN 'processing' ELSE o.state END,"
+"  attempts = o.attempts + CASE WHEN r.claimed THEN 1 ELSE 0 END,"
+"  available_at = CASE WHEN r.claimed"
+"   THEN now() + $3 * interval '1 millisecond' ELSE o.available_at END,"
+"  lease = CASE WHEN r.claimed THEN $4 ELSE o.lease END"
+" FROM r"
+" WHERE o.id = r.id AND o.id = ANY (ARRAY(SELECT id FROM n))"
+" RETURNING o.id, o.topic, o.key,"
+"  CASE WHEN r.claimed THEN o.payload::text END, o.headers, o.attempts,"
+"  false, coalesce(r.max_attempts, $5), r.url, r.headers, r.secret,"
+"  r.previous_secret, r.timeout, o.last_error, r.name, false, r.claimed";
+
+/*
+ * 1.1: the claim, per enabled handler, from its inline deliveries and its
+ * fan-out rows through their claim indexes (so it never walks waiting,
+ * delayed, finished rows or those of a disabled handler), keeping the
+ * oldest $1 of both kinds: neither starves the other.  The candidates, up
+ * to 2 * $1 of each kind a handler, are read without locks; then the
+ * oldest $1 of them that no other relay holds are locked (FOR UPDATE SKIP
+ * LOCKED, which locks a row only as the LIMIT takes it), so a claim locks
+ * no row it does not claim however many handlers have work, and a second
+ * relay claiming at the same time takes the next candidates.  Candidates
+ * are found again by their ctid, a TID scan whatever the statistics said
+ * when the (kept, generic) plan was made: their state is tested as "not
+ * delivered, not dead" (the same, by the CHECK constraint), which a claim
+ * index's predicate cannot be proved from, so that no plan walks a claim
+ * index there instead.  A row updated since it was read is followed to its
+ * latest version and tested again.  The rest is
+ * the 1.0 claim: due, pending or with a lapsed lease, attempts counted
+ * here, a lapsed processing claim without attempts left dead-lettered.
+ */
+#define EXHAUSTED_11(t) \
+	"($4 AND " t ".state = 'processing'" \
+	" AND " t ".attempts >= coalesce(h.max_attempts, $3))"
+#define CLAIM_SET_11(t) \
+	"  state = CASE WHEN " EXHAUSTED_11(t) " THEN 'dead' ELSE 'processing' END," \
+	"  attempts = " t ".attempts + CASE WHEN " EXHAUSTED_11(t) " THEN 0 ELSE 1 END," \
+	"  available_at = CASE WHEN " EXHAUSTED_11(t) " THEN " t ".available_at" \
+	"   ELSE now() + $2 * interval '1 millisecond' END," \
+	"  dead_at = CASE WHEN " EXHAUSTED_11(t) " THEN now() END," \
+	"  last_error = CASE WHEN NOT " EXHAUSTED_11(t) " THEN " t ".last_error" \
+	"   ELSE 'attempt ' || " t ".attempts ||" \
+	"    ' ended without an outcome (relay stopped or lease expired)' END," \
+	"  lease = CASE WHEN " EXHAUSTED_11(t) " THEN NULL ELSE $5 END"
+
+static const char *claim_sql_11 =
+"WITH h AS MATERIALIZED ("
+" SELECT name, url, headers, secret, previous_secret, timeout, max_attempts"
+" FROM grelout.handlers WHERE enabled),"
+" ki AS MATERIALIZED ("
+" SELECT x.tid FROM h CROSS JOIN LATERAL ("
+"  SELECT o.ctid AS tid FROM grelout.outbox o"
+"  WHERE o.handler = h.name AND o.route = 'single'"
+"   AND o.state IN ('pending', 'processing') AND o.available_at <= now()"
+"  ORDER BY o.available_at, o.id LIMIT 2 * $1) x),"
+" kf AS MATERIALIZED ("
+" SELECT x.tid FROM h CROSS JOIN LATERAL ("
+"  SELECT f.ctid AS tid FROM grelout.fanout f"
+"  WHERE f.handler = h.name"
+"   AND f.state IN ('pending', 'processing') AND f.available_at <= now()"
+"  ORDER BY f.available_at, f.message_id LIMIT 2 * $1) x),"
+" ci AS MATERIALIZED ("
+" SELECT o.id, o.handler, o.available_at, false AS fanout"
+" FROM grelout.outbox o"
+" WHERE o.ctid = ANY (ARRAY(SELECT tid FROM ki)) AND o.route = 'single'"
+"  AND o.state <> 'delivered' AND o.state <> 'dead' AND o.available_at <= now()"
+" ORDER BY o.available_at, o.id LIMIT $1"
+" FOR UPDATE OF o SKIP LOCKED),"
+" cf AS MATERIALIZED ("
+" SELECT f.message_id AS id, f.handler, f.available_at, true AS fanout"
+" FROM grelout.fanout f"
+" WHERE f.ctid = ANY (ARRAY(SELECT tid FROM kf))"
+"  AND f.state <> 'delivered' AND f.state <> 'dead' AND f.available_at <= now()"
+" ORDER BY f.available_at, f.message_id, f.handler LIMIT $1"
+" FOR UPDATE OF f SKIP LOCKED),"
+" c AS MATERIALIZED ("
+" SELECT u.* FROM (SELECT * FROM ci UNION ALL SELECT * FROM cf) u"
+" ORDER BY u.available_at, u.id LIMIT $1),"
+" ui AS ("
+" UPDATE grelout.outbox o SET"
+CLAIM_SET_11("o")
+" FROM c JOIN h ON h.name = c.handler"
+" WHERE NOT c.fanout AND o.id = c.id"
+"  AND o.id = ANY (ARRAY(SELECT id FROM c WHERE NOT fanout))"
+" RETURNING o.id, o.topic, o.key, o.payload::text AS payload, o.headers,"
+"  o.attempts, o.state = 'dead' AS exhausted,"
+"  coalesce(h.max_attempts, $3) AS max_attempts, h.url,"
+"  h.headers AS handler_headers, h.secret, h.previous_secret, h.timeout,"
+"  o.last_error, h.name AS handler, false AS fanout),"
+" uf AS ("
+" UPDATE grelout.fanout f SET"
+CLAIM_SET_11("f")
+" FROM c JOIN h ON h.name = c.handler JOIN grelout.outbox o ON o.id = c.id"
+" WHERE c.fanout AND f.message_id = c.id AND f.handler = c.handler"
+"  AND f.message_id = ANY (ARRAY(SELECT id FROM c WHERE fanout))"
+" RETURNING f.message_id, o.topic, o.key, o.payload::text, o.headers,"
+"  f.attempts, f.state = 'dead', coalesce(h.max_attempts, $3), h.url,"
+"  h.headers, h.secret, h.previous_secret, h.timeout, f.last_error,"
+"  f.handler, true)"
+" SELECT * FROM ui UNION ALL SELECT * FROM uf";
+
+/* 1.1: the inline outcomes, as in 1.0, with the attempt's status and duration. */
+static const char *update_sql_11 =
+"UPDATE grelout.outbox o SET"
+" state = CASE WHEN s.state = 'release' THEN 'pending' ELSE s.state END,"
+" attempts = CASE WHEN s.state = 'release' THEN greatest(o.attempts - 1, 0)"
+"  ELSE o.attempts END,"
+" available_at = CASE WHEN s.state IN ('pending', 'release')"
+"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE o.available_at END,"
+" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN o.last_error"
+"  ELSE s.error END,"
+" last_status = CASE WHEN s.state = 'release' THEN o.last_status ELSE s.status END,"
+" last_duration_ms = CASE WHEN s.state = 'release' THEN o.last_duration_ms"
+"  ELSE s.duration_ms END,"
+" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
+" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
+" lease = NULL"
+" FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::float8[], $5::text[],"
+"  $6::int4[], $7::int4[])"
+"  AS s(id, lease, state, delay_ms, error, status, duration_ms)"
+" WHERE o.id = s.id AND o.lease = s.lease";
+
+/* 1.1: the messages of fan-out rows that changed (see lock_messages). */
+static const char *fanout_lock_sql_11 =
+"SELECT 1 FROM grelout.outbox o WHERE o.id = ANY ($1::uuid[])"
+" ORDER BY o.id FOR UPDATE OF o";
+
+/* 1.1: the fan-out outcomes, fenced by (message, handler, lease). */
+static const char *fanout_update_sql_11 =
+"UPDATE grelout.fanout f SET"
+" state = CASE WHEN s.state = 'release' THEN 'pending' ELSE s.state END,"
+" attempts = CASE WHEN s.state = 'release' THEN greatest(f.attempts - 1, 0)"
+"  ELSE f.attempts END,"
+" available_at = CASE WHEN s.state IN ('pending', 'release')"
+"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE f.available_at END,"
+" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN f.last_error"
+"  ELSE s.error END,"
+" last_status = CASE WHEN s.state = 'release' THEN f.last_status ELSE s.status END,"
+" last_duration_ms = CASE WHEN s.state = 'release' THEN f.last_duration_ms"
+"  ELSE s.duration_ms END,"
+" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
+" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
+" lease = NULL"
+" FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::text[], $5::float8[],"
+"  $6::text[], $7::int4[], $8::int4[])"
+"  AS s(id, handler, lease, state, delay_ms, error, status, duration_ms)"
+" WHERE f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease";
+
+/*
+ * 1.1: finalize the fan-out messages among $1 whose deliveries are all
+ * finished: dead if one is dead, else delivered, and then, unless
+ * delivered messages are kept ($2), deleted with their rows.
+ */
+static const char *finalize_sql_11 =
+"WITH t AS (SELECT DISTINCT x.id FROM unnest($1::uuid[]) AS x(id)),"
+" a AS ("
+" SELECT t.id, bool_or(f.state = 'dead') AS any_dead"
+" FROM t JOIN grelout.fanout f ON f.message_id = t.id"
+" GROUP BY t.id"
+" HAVING NOT bool_or(f.state IN ('pending', 'processing'))),"
+" gone AS ("
+" DELETE FROM grelout.outbox o USING a"
+" WHERE NOT $2 AND NOT a.any_dead AND o.id = a.id"
+"  AND o.route = 'fanout' AND o.state IN ('pending', 'processing')"
+" RETURNING o.id),"
+" gone_rows AS ("
+" DELETE FROM grelout.fanout f USING gone WHERE f.message_id = gone.id)"
+" UPDATE grelout.outbox o SET"
+"  state = CASE WHEN a.any_dead THEN 'dead' ELSE 'delivered' END,"
+"  delivered_at = CASE WHEN a.any_dead THEN NULL ELSE now() END,"
+"  dead_at = CASE WHEN a.any_dead THEN now() END,"
+"  lease = NULL"
+" FROM a"
+" WHERE o.id = a.id AND o.route = 'fanout'"
+"  AND o.state IN ('pending', 'processing') AND (a.any_dead OR $2)";
+
+/*
+ * 1.1: how long until the next delivery or lease of an enabled handler
+ * comes due, per handler through the claim indexes.
+ */
+static const char *next_due_sql_11 =
+"SELECT (extract(epoch FROM least("
+" (SELECT min(x.at) FROM grelout.handlers h CROSS JOIN LATERAL ("
+"   SELECT min(o.available_at) AS at FROM grelout.outbox o"
+"   WHERE o.handler = h.name AND o.route = 'single'"
+"    AND o.state IN ('pending', 'processing') AND o.available_at > now()) x"
+"  WHERE h.enabled),"
+" (SELECT min(x.at) FROM grelout.handlers h CROSS JOIN LATERAL ("
+"   SELECT min(f.available_at) AS at FROM grelout.fanout f"
+"   WHERE f.handler = h.name"
+"    AND f.state IN ('pending', 'processing') AND f.available_at > now()) x"
+"  WHERE h.enabled)"
+" ) - now()) * 1000)::int8";
+
+/* 1.1: the retention purge, a message with its fan-out rows. */
+static const char *purge_sql_11 =
+"WITH d AS ("
+" DELETE FROM grelout.outbox WHERE id IN ("
+"  SELECT id FROM grelout.outbox"
+"  WHERE state = 'delivered'"
+"   AND delivered_at < now() - $1 * interval '1 millisecond'"
+"  LIMIT $2)"
+" RETURNING id, route),"
+" r AS ("
+" DELETE FROM grelout.fanout f USING d"
+" WHERE d.route = 'fanout' AND f.message_id = d.id)"
+" SELECT count(*) FROM d";
+
+/* 1.1: claims of both kinds made before this server started. */
+static const char *release_sql_11 =
+"WITH f AS ("
+" UPDATE grelout.fanout SET available_at = now()"
+" WHERE state = 'processing' AND available_at > now() RETURNING 1),"
+" o AS ("
+" UPDATE grelout.outbox SET available_at = now()"
+" WHERE state = 'processing' AND available_at > now() RETURNING 1)"
+" SELECT (SELECT count(*) FROM f) + (SELECT count(*) FROM o)";
+
 /* prepare_once: plan sql the first time, and keep the plan. */
 static SPIPlanPtr
 prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
@@ -125,7 +408,9 @@ prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 		 * the claimed rows whatever row count it assumes for the LIMIT.
 		 */
 		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, types,
-										   plan == &claim_plan ? CURSOR_OPT_GENERIC_PLAN : 0);
+										   (plan == &claim_plan || plan == &claim_plan_11 ||
+											plan == &route_plan_11) ?
+										   CURSOR_OPT_GENERIC_PLAN : 0);
 
 		if (p == NULL)
 			elog(ERROR, "could not prepare relay statement: %s",
@@ -138,35 +423,112 @@ prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 }
 
 /*
- * store_extension_ready: is grelout installed in this database, as seen by
- * the current transaction?
+ * store_schema: which grelout schema this database has, as the catalog
+ * reads now (read every cycle: after ALTER EXTENSION grelout UPDATE
+ * commits, the next cycle runs the 1.1 statements).  One index lookup, as
+ * get_extension_oid does.
  */
-bool
-store_extension_ready(void)
+StoreSchema
+store_schema(void)
 {
-	return OidIsValid(get_extension_oid("grelout", true));
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	StoreSchema result = STORE_SCHEMA_NONE;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("grelout"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+									 RelationGetDescr(rel), &isnull);
+
+		result = STORE_SCHEMA_1_1;
+		if (!isnull && strcmp(TextDatumGetCString(d), "1.0") == 0)
+			result = STORE_SCHEMA_1_0;
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return result;
 }
 
 /*
- * store_claim: claim up to limit messages.  The rows are in SPI_tuptable
- * (columns as enum CLAIM_*) until SPI_finish.
+ * store_route: route up to limit new messages (1.1; nothing on 1.0),
+ * claiming at most claim_limit of those routed to one enabled handler and
+ * due.  *nrows is how many were routed; the rows (columns as enum CLAIM_*,
+ * CLAIM_CLAIMED saying which were claimed) are in the returned table until
+ * SPI_finish.  *blocked says a handler change in progress held routing
+ * back.
+ *
+ * Routing runs under the routing lock in shared mode, tried and never
+ * waited for: a handler's insert, update or delete holds it in exclusive
+ * mode until it commits (its triggers take it), so the relay never routes
+ * with a view of the handlers that a change in progress is about to make
+ * stale (a message routed to wait, say, just as a handler that matches it
+ * is created), and the change sees what routing before it wrote.  The
+ * lock is the transaction's: it goes with the cycle's commit.
  */
 SPITupleTable *
-store_claim(int limit, int lease_ms, int64 lease_token,
+store_route(StoreSchema schema, int limit, int claim_limit, int lease_ms,
+			int64 lease_token, uint64 *nrows, bool *blocked)
+{
+	Oid			types[5] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID};
+	Datum		values[5];
+	int			ret;
+
+	*nrows = 0;
+	*blocked = false;
+	if (schema != STORE_SCHEMA_1_1)
+		return NULL;
+	if (!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
+										  Int32GetDatum(ROUTING_LOCK_KEY1),
+										  Int32GetDatum(ROUTING_LOCK_KEY2))))
+	{
+		*blocked = true;
+		return NULL;
+	}
+	prepare_once(&route_plan_11, route_sql_11, 5, types);
+	values[0] = Int32GetDatum(limit);
+	values[1] = Int32GetDatum(claim_limit);
+	values[2] = Float8GetDatum((double) lease_ms);
+	values[3] = Int64GetDatum(lease_token);
+	values[4] = Int32GetDatum(grelout_max_attempts);
+	ret = SPI_execute_plan(route_plan_11, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE_RETURNING)
+		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
+	*nrows = SPI_processed;
+	return SPI_tuptable;
+}
+
+/*
+ * store_claim: claim up to limit deliveries.  The rows are in SPI_tuptable
+ * (columns as enum CLAIM_*, but CLAIM_CLAIMED) until SPI_finish.
+ */
+SPITupleTable *
+store_claim(StoreSchema schema, int limit, int lease_ms, int64 lease_token,
 			int default_max_attempts, bool dead_letter, uint64 *nrows)
 {
 	Oid			types[5] = {INT4OID, FLOAT8OID, INT4OID, BOOLOID, INT8OID};
 	Datum		values[5];
+	SPIPlanPtr	plan;
 	int			ret;
 
-	prepare_once(&claim_plan, claim_sql, 5, types);
+	if (schema == STORE_SCHEMA_1_1)
+		plan = prepare_once(&claim_plan_11, claim_sql_11, 5, types);
+	else
+		plan = prepare_once(&claim_plan, claim_sql, 5, types);
 	values[0] = Int32GetDatum(limit);
 	values[1] = Float8GetDatum((double) lease_ms);
 	values[2] = Int32GetDatum(default_max_attempts);
 	values[3] = BoolGetDatum(dead_letter);
 	values[4] = Int64GetDatum(lease_token);
-	ret = SPI_execute_plan(claim_plan, values, NULL, false, 0);
-	if (ret != SPI_OK_UPDATE_RETURNING)
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != (schema == STORE_SCHEMA_1_1 ? SPI_OK_SELECT : SPI_OK_UPDATE_RETURNING))
 		elog(ERROR, "claim failed: %s", SPI_result_code_string(ret));
 	*nrows = SPI_processed;
 	return SPI_tuptable;
@@ -187,111 +549,275 @@ build_array(Datum *elems, bool *nulls, int n, Oid type)
 											  typlen, typbyval, typalign));
 }
 
-/*
- * store_settle: record the outcomes of n finished attempts, in at most two
- * statements.  An item whose row no longer carries its lease (the lease
- * lapsed and another relay claimed it, or it was redriven) changes nothing.
- */
-void
-store_settle(SettleItem *items, int n, bool keep_delivered)
+/* The columns of one batch of outcomes, as arrays are built from them. */
+typedef struct SettleBatch
 {
-	Datum	   *del_ids = palloc(sizeof(Datum) * n);
-	Datum	   *del_leases = palloc(sizeof(Datum) * n);
-	Datum	   *up_ids = palloc(sizeof(Datum) * n);
-	Datum	   *up_leases = palloc(sizeof(Datum) * n);
-	Datum	   *up_states = palloc(sizeof(Datum) * n);
-	Datum	   *up_delays = palloc(sizeof(Datum) * n);
-	Datum	   *up_errors = palloc(sizeof(Datum) * n);
-	bool	   *up_error_nulls = palloc(sizeof(bool) * n);
-	int			ndel = 0;
-	int			nup = 0;
+	int			n;
+	Datum	   *ids;
+	Datum	   *handlers;
+	Datum	   *leases;
+	Datum	   *states;
+	Datum	   *delays;
+	Datum	   *errors;
+	bool	   *error_nulls;
+	Datum	   *statuses;
+	bool	   *status_nulls;
+	Datum	   *durations;
+	bool	   *duration_nulls;
+} SettleBatch;
+
+/* batch_init: room for n outcomes. */
+static void
+batch_init(SettleBatch *b, int n)
+{
+	b->n = 0;
+	b->ids = palloc(sizeof(Datum) * n);
+	b->handlers = palloc(sizeof(Datum) * n);
+	b->leases = palloc(sizeof(Datum) * n);
+	b->states = palloc(sizeof(Datum) * n);
+	b->delays = palloc(sizeof(Datum) * n);
+	b->errors = palloc(sizeof(Datum) * n);
+	b->error_nulls = palloc(sizeof(bool) * n);
+	b->statuses = palloc(sizeof(Datum) * n);
+	b->status_nulls = palloc(sizeof(bool) * n);
+	b->durations = palloc(sizeof(Datum) * n);
+	b->duration_nulls = palloc(sizeof(bool) * n);
+}
+
+/* batch_add: one outcome. */
+static void
+batch_add(SettleBatch *b, SettleItem *it)
+{
+	int			i = b->n++;
+
+	b->ids[i] = UUIDPGetDatum(&it->id);
+	b->handlers[i] = CStringGetTextDatum(it->handler ? it->handler : "");
+	b->leases[i] = Int64GetDatum(it->lease);
+	b->states[i] = CStringGetTextDatum(it->state == SETTLE_DELIVERED ? "delivered" :
+									   it->state == SETTLE_RETRY ? "pending" :
+									   it->state == SETTLE_RELEASE ? "release" : "dead");
+	b->delays[i] = Float8GetDatum((double) it->delay_ms);
+	b->error_nulls[i] = (it->error == NULL);
+	b->errors[i] = it->error ? CStringGetTextDatum(it->error) : (Datum) 0;
+	b->status_nulls[i] = (it->status <= 0);
+	b->statuses[i] = Int32GetDatum(it->status);
+	b->duration_nulls[i] = (it->duration_ms < 0);
+	b->durations[i] = Int32GetDatum(it->duration_ms);
+}
+
+/* settle_delete: delivered inline rows not kept, fenced by their lease. */
+static void
+settle_delete(SettleBatch *b)
+{
+	Oid			types[2] = {UUIDARRAYOID, INT8ARRAYOID};
+	Datum		values[2];
 	int			ret;
 
+	prepare_once(&delete_plan, delete_sql, 2, types);
+	values[0] = build_array(b->ids, NULL, b->n, UUIDOID);
+	values[1] = build_array(b->leases, NULL, b->n, INT8OID);
+	ret = SPI_execute_plan(delete_plan, values, NULL, false, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
+}
+
+/* settle_update: every other inline outcome (1.1: with status, duration). */
+static void
+settle_update(StoreSchema schema, SettleBatch *b)
+{
+	Oid			types[7] = {UUIDARRAYOID, INT8ARRAYOID, TEXTARRAYOID,
+	FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	Datum		values[7];
+	SPIPlanPtr	plan;
+	int			ret;
+
+	if (schema == STORE_SCHEMA_1_1)
+		plan = prepare_once(&update_plan_11, update_sql_11, 7, types);
+	else
+		plan = prepare_once(&update_plan, update_sql, 5, types);
+	values[0] = build_array(b->ids, NULL, b->n, UUIDOID);
+	values[1] = build_array(b->leases, NULL, b->n, INT8OID);
+	values[2] = build_array(b->states, NULL, b->n, TEXTOID);
+	values[3] = build_array(b->delays, NULL, b->n, FLOAT8OID);
+	values[4] = build_array(b->errors, b->error_nulls, b->n, TEXTOID);
+	values[5] = build_array(b->statuses, b->status_nulls, b->n, INT4OID);
+	values[6] = build_array(b->durations, b->duration_nulls, b->n, INT4OID);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * lock_messages: lock the outbox rows of these messages, in id order, after
+ * their fan-out rows changed and before the finalize.  Two relays finishing
+ * the last rows of one message so take turns, and the finalize of the
+ * second (a statement of its own, whose snapshot is taken after the lock)
+ * sees the first's rows.  Fan-out rows first, then messages: the order the
+ * handler triggers take them in.
+ */
+static void
+lock_messages(Datum ids)
+{
+	Oid			types[1] = {UUIDARRAYOID};
+	Datum		values[1] = {ids};
+	int			ret;
+
+	prepare_once(&fanout_lock_plan_11, fanout_lock_sql_11, 1, types);
+	ret = SPI_execute_plan(fanout_lock_plan_11, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not lock fan-out messages: %s", SPI_result_code_string(ret));
+}
+
+/* finalize: finish the messages among ids whose rows are all finished. */
+static void
+finalize(Datum ids, bool keep_delivered)
+{
+	Oid			types[2] = {UUIDARRAYOID, BOOLOID};
+	Datum		values[2];
+	int			ret;
+
+	prepare_once(&finalize_plan_11, finalize_sql_11, 2, types);
+	values[0] = ids;
+	values[1] = BoolGetDatum(keep_delivered);
+	ret = SPI_execute_plan(finalize_plan_11, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "finalize failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * store_finalize_fanout: after the claim dead-lettered fan-out rows (a list
+ * of pg_uuid_t pointers, their message ids), finalize their messages.
+ */
+void
+store_finalize_fanout(List *ids, bool keep_delivered)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * list_length(ids));
+	int			n = 0;
+	ListCell   *lc;
+	Datum		arr;
+
+	foreach(lc, ids)
+		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
+	arr = build_array(elems, NULL, n, UUIDOID);
+	lock_messages(arr);
+	finalize(arr, keep_delivered);
+}
+
+/*
+ * settle_fanout: the fan-out outcomes (1.1): update their rows, lock their
+ * messages, then finalize the messages that have no unfinished row left.
+ */
+static void
+settle_fanout(SettleBatch *b, bool keep_delivered)
+{
+	Oid			types[8] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
+		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	Datum		ids = build_array(b->ids, NULL, b->n, UUIDOID);
+	Datum		values[8];
+	int			ret;
+
+	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 8, types);
+	values[0] = ids;
+	values[1] = build_array(b->handlers, NULL, b->n, TEXTOID);
+	values[2] = build_array(b->leases, NULL, b->n, INT8OID);
+	values[3] = build_array(b->states, NULL, b->n, TEXTOID);
+	values[4] = build_array(b->delays, NULL, b->n, FLOAT8OID);
+	values[5] = build_array(b->errors, b->error_nulls, b->n, TEXTOID);
+	values[6] = build_array(b->statuses, b->status_nulls, b->n, INT4OID);
+	values[7] = build_array(b->durations, b->duration_nulls, b->n, INT4OID);
+	ret = SPI_execute_plan(fanout_update_plan_11, values, NULL, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
+	lock_messages(ids);
+	finalize(ids, keep_delivered);
+}
+
+/*
+ * store_settle: record the outcomes of n finished attempts, in a few
+ * batched statements.  An item whose row no longer carries its lease (the
+ * lease lapsed and another relay claimed it, or it was redriven) changes
+ * nothing.
+ */
+void
+store_settle(StoreSchema schema, SettleItem *items, int n, bool keep_delivered)
+{
+	SettleBatch del;
+	SettleBatch up;
+	SettleBatch fan;
+
+	batch_init(&del, n);
+	batch_init(&up, n);
+	batch_init(&fan, n);
 	for (int i = 0; i < n; i++)
 	{
 		SettleItem *it = &items[i];
 
-		if (it->state == SETTLE_DELIVERED && !keep_delivered)
+		if (it->fanout)
 		{
-			del_ids[ndel] = UUIDPGetDatum(&it->id);
-			del_leases[ndel] = Int64GetDatum(it->lease);
-			ndel++;
-			continue;
+			/* fan-out rows exist only under 1.1; a 1.0 schema has none */
+			if (schema == STORE_SCHEMA_1_1)
+				batch_add(&fan, it);
 		}
-		up_ids[nup] = UUIDPGetDatum(&it->id);
-		up_leases[nup] = Int64GetDatum(it->lease);
-		up_states[nup] = CStringGetTextDatum(it->state == SETTLE_DELIVERED ? "delivered" :
-											 it->state == SETTLE_RETRY ? "pending" :
-											 it->state == SETTLE_RELEASE ? "release" : "dead");
-		up_delays[nup] = Float8GetDatum((double) it->delay_ms);
-		up_error_nulls[nup] = (it->error == NULL);
-		up_errors[nup] = it->error ? CStringGetTextDatum(it->error) : (Datum) 0;
-		nup++;
+		else if (it->state == SETTLE_DELIVERED && !keep_delivered)
+			batch_add(&del, it);
+		else
+			batch_add(&up, it);
 	}
-
-	if (ndel > 0)
-	{
-		Oid			types[2] = {UUIDARRAYOID, INT8ARRAYOID};
-		Datum		values[2];
-
-		prepare_once(&delete_plan, delete_sql, 2, types);
-		values[0] = build_array(del_ids, NULL, ndel, UUIDOID);
-		values[1] = build_array(del_leases, NULL, ndel, INT8OID);
-		ret = SPI_execute_plan(delete_plan, values, NULL, false, 0);
-		if (ret != SPI_OK_DELETE)
-			elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
-	}
-	if (nup > 0)
-	{
-		Oid			types[5] = {UUIDARRAYOID, INT8ARRAYOID, TEXTARRAYOID,
-		FLOAT8ARRAYOID, TEXTARRAYOID};
-		Datum		values[5];
-
-		prepare_once(&update_plan, update_sql, 5, types);
-		values[0] = build_array(up_ids, NULL, nup, UUIDOID);
-		values[1] = build_array(up_leases, NULL, nup, INT8OID);
-		values[2] = build_array(up_states, NULL, nup, TEXTOID);
-		values[3] = build_array(up_delays, NULL, nup, FLOAT8OID);
-		values[4] = build_array(up_errors, up_error_nulls, nup, TEXTOID);
-		ret = SPI_execute_plan(update_plan, values, NULL, false, 0);
-		if (ret != SPI_OK_UPDATE)
-			elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
-	}
+	if (del.n > 0)
+		settle_delete(&del);
+	if (up.n > 0)
+		settle_update(schema, &up);
+	if (fan.n > 0)
+		settle_fanout(&fan, keep_delivered);
 }
 
 /*
- * store_release_stale_leases: make every message claimed before the
+ * store_release_stale_leases: make every delivery claimed before the
  * server started due now; returns how many.
  */
 uint64
-store_release_stale_leases(void)
+store_release_stale_leases(StoreSchema schema)
 {
-	int			ret = SPI_execute(release_sql, false, 0);
+	int			ret;
+	bool		isnull;
 
-	if (ret != SPI_OK_UPDATE)
+	if (schema != STORE_SCHEMA_1_1)
+	{
+		ret = SPI_execute(release_sql, false, 0);
+		if (ret != SPI_OK_UPDATE)
+			elog(ERROR, "could not release stale leases: %s", SPI_result_code_string(ret));
+		return SPI_processed;
+	}
+	ret = SPI_execute(release_sql_11, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not release stale leases: %s", SPI_result_code_string(ret));
-	return SPI_processed;
+	return (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
 }
 
 /*
- * store_next_due_ms: ms until the next pending message or lease comes due,
- * or -1 when nothing is scheduled.
+ * store_next_due_ms: ms until the next pending delivery or lease comes
+ * due, or -1 when nothing is scheduled.
  */
 int64
-store_next_due_ms(void)
+store_next_due_ms(StoreSchema schema)
 {
 	int			ret;
 	bool		isnull;
 	Datum		d;
+	SPIPlanPtr	plan;
 
-	prepare_once(&next_due_plan, next_due_sql, 0, NULL);
+	if (schema == STORE_SCHEMA_1_1)
+		plan = prepare_once(&next_due_plan_11, next_due_sql_11, 0, NULL);
+	else
+		plan = prepare_once(&next_due_plan, next_due_sql, 0, NULL);
 
 	/*
 	 * Not read_only: a read-only execution would reuse the snapshot taken
 	 * when the cycle began, blind to this cycle's settles and claim, and the
 	 * relay would sleep until a stale lease instead of the next retry.
 	 */
-	ret = SPI_execute_plan(next_due_plan, NULL, NULL, false, 1);
+	ret = SPI_execute_plan(plan, NULL, NULL, false, 1);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "next due query failed: %s", SPI_result_code_string(ret));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -301,21 +827,31 @@ store_next_due_ms(void)
 }
 
 /*
- * store_purge_delivered: delete up to limit delivered rows delivered more
- * than window_ms ago; returns how many.
+ * store_purge_delivered: delete up to limit delivered messages (with their
+ * fan-out rows) delivered more than window_ms ago; returns how many.
  */
 uint64
-store_purge_delivered(int64 window_ms, int limit)
+store_purge_delivered(StoreSchema schema, int64 window_ms, int limit)
 {
 	Oid			types[2] = {FLOAT8OID, INT4OID};
 	Datum		values[2];
 	int			ret;
+	bool		isnull;
 
-	prepare_once(&purge_plan, purge_sql, 2, types);
 	values[0] = Float8GetDatum((double) window_ms);
 	values[1] = Int32GetDatum(limit);
-	ret = SPI_execute_plan(purge_plan, values, NULL, false, 0);
-	if (ret != SPI_OK_DELETE)
+	if (schema != STORE_SCHEMA_1_1)
+	{
+		prepare_once(&purge_plan, purge_sql, 2, types);
+		ret = SPI_execute_plan(purge_plan, values, NULL, false, 0);
+		if (ret != SPI_OK_DELETE)
+			elog(ERROR, "retention purge failed: %s", SPI_result_code_string(ret));
+		return SPI_processed;
+	}
+	prepare_once(&purge_plan_11, purge_sql_11, 2, types);
+	ret = SPI_execute_plan(purge_plan_11, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "retention purge failed: %s", SPI_result_code_string(ret));
-	return SPI_processed;
+	return (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
 }

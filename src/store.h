@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * store.h
- *	  The relay's statements on grelout.outbox: claim, settle, next due
- *	  time and retention purge.
+ *	  The relay's statements on grelout.outbox and grelout.fanout: the
+ *	  schema version, routing, claim, settle and finalize, next due time,
+ *	  lease recovery and retention purge.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +13,7 @@
 #include "grelout.h"
 
 #include "executor/spi.h"
+#include "nodes/pg_list.h"
 
 /* Columns of a claimed row, in the order store_claim returns them. */
 enum
@@ -29,8 +31,26 @@ enum
 	CLAIM_SECRET,
 	CLAIM_PREVIOUS_SECRET,
 	CLAIM_TIMEOUT,				/* the handler's timeout, an interval */
-	CLAIM_LAST_ERROR
+	CLAIM_LAST_ERROR,
+	CLAIM_HANDLER,				/* the handler's name; NULL on a 1.0 schema */
+	CLAIM_FANOUT,				/* a grelout.fanout row, not an inline one */
+	CLAIM_CLAIMED				/* routing only: claimed as it was routed */
 };
+
+/*
+ * The routing lock: a transaction-level advisory lock, taken in exclusive
+ * mode by the handler triggers of the 1.1 schema, in shared mode by routing.
+ */
+#define ROUTING_LOCK_KEY1	1735552116	/* "grlt" */
+#define ROUTING_LOCK_KEY2	1
+
+/* The installed grelout schema, as the relay's statements need it. */
+typedef enum StoreSchema
+{
+	STORE_SCHEMA_NONE,			/* not installed */
+	STORE_SCHEMA_1_0,			/* 1.0: a handler per topic, inline rows only */
+	STORE_SCHEMA_1_1			/* 1.1: routing, inline and fan-out deliveries */
+} StoreSchema;
 
 /* What a relay decided about one message. */
 typedef enum SettleState
@@ -48,15 +68,24 @@ typedef struct SettleItem
 	SettleState state;
 	int64		delay_ms;		/* SETTLE_RETRY/RELEASE: when to try again */
 	char	   *error;			/* NULL for SETTLE_DELIVERED and SETTLE_RELEASE */
+	bool		fanout;			/* a grelout.fanout row (1.1) */
+	char	   *handler;		/* its handler's name (fanout rows) */
+	int			status;			/* HTTP status of the attempt, 0: none */
+	int			duration_ms;	/* the attempt's duration, -1: unknown */
 } SettleItem;
 
-extern bool store_extension_ready(void);
-extern SPITupleTable *store_claim(int limit, int lease_ms, int64 lease_token,
-								  int default_max_attempts, bool dead_letter,
-								  uint64 *nrows);
-extern void store_settle(SettleItem *items, int n, bool keep_delivered);
-extern uint64 store_release_stale_leases(void);
-extern int64 store_next_due_ms(void);
-extern uint64 store_purge_delivered(int64 window_ms, int limit);
+extern StoreSchema store_schema(void);
+extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
+								  int lease_ms, int64 lease_token,
+								  uint64 *nrows, bool *blocked);
+extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
+								  int64 lease_token, int default_max_attempts,
+								  bool dead_letter, uint64 *nrows);
+extern void store_settle(StoreSchema schema, SettleItem *items, int n,
+						 bool keep_delivered);
+extern void store_finalize_fanout(List *ids, bool keep_delivered);
+extern uint64 store_release_stale_leases(StoreSchema schema);
+extern int64 store_next_due_ms(StoreSchema schema);
+extern uint64 store_purge_delivered(StoreSchema schema, int64 window_ms, int limit);
 
 #endif							/* GRELOUT_STORE_H */

@@ -5,8 +5,8 @@
  *	  row: the URL and body, the timeout (always shorter than the lease),
  *	  and the headers in the order the contract gives them: grelout's own
  *	  (content-type, user-agent, webhook-id, webhook-timestamp, the
- *	  Standard Webhooks signature, grelout-topic, grelout-attempt,
- *	  grelout-key), then the handler's static headers, then the message's.
+ *	  Standard Webhooks signature, grelout-topic, grelout-handler (1.1),
+ *	  grelout-attempt, grelout-key), then the handler's static headers, then the message's.
  *
  * The only user of sign.c.  Everything a request needs is copied into the
  * job's own memory context, so the job outlives the claim's transaction;
@@ -234,6 +234,8 @@ add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	if (previous)
 		explicit_bzero(previous, strlen(previous));
 	append_header(h, "grelout-topic", 13, job->topic, strlen(job->topic));
+	if (job->handler)
+		append_header(h, "grelout-handler", 15, job->handler, strlen(job->handler));
 	snprintf(buf, sizeof(buf), "%d", job->attempts);
 	append_header(h, "grelout-attempt", 15, buf, strlen(buf));
 	if (key)
@@ -260,6 +262,9 @@ fill_job(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	strlcpy(job->id_str, DatumGetCString(DirectFunctionCall1(uuid_out, d)),
 			sizeof(job->id_str));
 	job->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
+	job->handler = webhook_text_column(tup, desc, CLAIM_HANDLER);
+	d = SPI_getbinval(tup, desc, CLAIM_FANOUT, &isnull);
+	job->fanout = !isnull && DatumGetBool(d);
 	job->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
 	job->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_MAX_ATTEMPTS, &isnull));
 	job->req.url = webhook_text_column(tup, desc, CLAIM_URL);

@@ -30,6 +30,9 @@ typedef struct WebhookJob
 	int			attempts;
 	int			max_attempts;
 	char	   *topic;
+	char	   *handler;		/* the handler's name; NULL on a 1.0 schema */
+	bool		fanout;			/* a grelout.fanout delivery (1.1) */
+	int64		started_us;		/* monotonic start of the request */
 	struct WebhookJob *next;	/* in the list of jobs to start */
 	dlist_node	in_flight;		/* in the relay's list of started jobs */
 } WebhookJob;
