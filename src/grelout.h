@@ -71,7 +71,10 @@ extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
 
 /* publish.c */
 extern void grelout_publish_init(void);
-extern struct _SPI_plan *grelout_keep_plan(const char *sql, int nargs, Oid *argtypes);
+
+/* store.c: every statement grelout keeps */
+extern struct _SPI_plan *grelout_keep_plan(const char *sql, int nargs,
+										   Oid *argtypes, int cursor_options);
 
 /* relay.c */
 extern void grelout_register_relays(void);

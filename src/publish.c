@@ -143,24 +143,6 @@ grelout_publish_init(void)
 	ProcessUtility_hook = publish_process_utility;
 }
 
-/*
- * grelout_keep_plan: prepare a statement once and keep it for the
- * backend's life.  PostgreSQL revalidates a kept plan when the objects it
- * uses change (ALTER EXTENSION UPDATE included).
- */
-SPIPlanPtr
-grelout_keep_plan(const char *sql, int nargs, Oid *argtypes)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed for \"%s\": %s",
-			 sql, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "SPI_keepplan failed");
-	return plan;
-}
-
 /* prepare_plans_1_0: the statements of outbox_publish on a 1.0 schema. */
 static PublishPlans *
 prepare_plans_1_0(void)
@@ -172,7 +154,7 @@ prepare_plans_1_0(void)
 									  "INSERT INTO grelout.outbox"
 									  " (id, topic, key, payload, headers, available_at)"
 									  " VALUES ($1, $2, $3, $4, $5, $7)",
-									  7, publish_argtypes);
+									  7, publish_argtypes, 0);
 	if (p->insert_dedup == NULL)
 		p->insert_dedup = grelout_keep_plan(
 											"INSERT INTO grelout.outbox"
@@ -180,12 +162,12 @@ prepare_plans_1_0(void)
 											" VALUES ($1, $2, $3, $4, $5, $6, $7)"
 											" ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
 											" DO NOTHING",
-											7, publish_argtypes);
+											7, publish_argtypes, 0);
 	if (p->lookup_dedup == NULL)
 		p->lookup_dedup = grelout_keep_plan(
 											"SELECT id FROM grelout.outbox"
 											" WHERE dedup_key = $6",
-											PUBLISH_NARGS, publish_argtypes);
+											PUBLISH_NARGS, publish_argtypes, 0);
 	return p;
 }
 
@@ -204,7 +186,7 @@ prepare_plans_1_1(void)
 									  "INSERT INTO grelout.outbox"
 									  " (id, topic, key, payload, headers, available_at, published_by)"
 									  " VALUES ($1, $2, $3, $4, $5, $7, $8)",
-									  PUBLISH_NARGS, publish_argtypes);
+									  PUBLISH_NARGS, publish_argtypes, 0);
 	if (p->insert_dedup == NULL)
 		p->insert_dedup = grelout_keep_plan(
 											"INSERT INTO grelout.outbox"
@@ -212,17 +194,17 @@ prepare_plans_1_1(void)
 											" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 											" ON CONFLICT (published_by, dedup_key) WHERE dedup_key IS NOT NULL"
 											" DO NOTHING",
-											PUBLISH_NARGS, publish_argtypes);
+											PUBLISH_NARGS, publish_argtypes, 0);
 	if (p->lookup_dedup == NULL)
 		p->lookup_dedup = grelout_keep_plan(
 											"SELECT id FROM grelout.outbox"
 											" WHERE published_by = $8 AND dedup_key = $6",
-											PUBLISH_NARGS, publish_argtypes);
+											PUBLISH_NARGS, publish_argtypes, 0);
 	if (p->lookup_legacy == NULL)
 		p->lookup_legacy = grelout_keep_plan(
 											 "SELECT id FROM grelout.outbox"
 											 " WHERE published_by IS NULL AND dedup_key = $6",
-											 PUBLISH_NARGS, publish_argtypes);
+											 PUBLISH_NARGS, publish_argtypes, 0);
 	return p;
 }
 
@@ -544,7 +526,7 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 											"  WHERE o.route = 'fanout' AND f.message_id = o.id) AS d"
 											" WHERE o.id = $1 AND o.published_by = $2"
 											" ORDER BY d.handler",
-											2, argtypes);
+											2, argtypes, 0);
 		ret = SPI_execute_plan(status_plan, args, NULL, true, 0);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "could not read message status: %s", SPI_result_code_string(ret));

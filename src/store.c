@@ -393,32 +393,42 @@ static const char *release_sql_11 =
 " WHERE state = 'processing' AND available_at > now() RETURNING 1)"
 " SELECT (SELECT count(*) FROM f) + (SELECT count(*) FROM o)";
 
+/*
+ * grelout_keep_plan: prepare a statement once and keep it for the
+ * backend's life (publish.c's and the relay's statements alike), with
+ * the given cursor options.  PostgreSQL revalidates a kept plan when the
+ * objects it uses change (ALTER EXTENSION UPDATE included).
+ */
+SPIPlanPtr
+grelout_keep_plan(const char *sql, int nargs, Oid *argtypes, int cursor_options)
+{
+	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, cursor_options);
+
+	if (plan == NULL)
+		elog(ERROR, "could not prepare grelout statement \"%s\": %s",
+			 sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "could not keep grelout statement");
+	return plan;
+}
+
 /* prepare_once: plan sql the first time, and keep the plan. */
 static SPIPlanPtr
 prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 {
+	/*
+	 * The claim runs on every cycle with a LIMIT that changes each time, so
+	 * the plan cache would re-plan it at every call (its custom plans always
+	 * look cheaper than a generic plan costed for an unknown LIMIT).  Planned
+	 * once instead: the redundant "o.id = ANY (ARRAY( SELECT id FROM c))"
+	 * gives the generic plan a primary-key lookup of the claimed rows
+	 * whatever row count it assumes for the LIMIT.
+	 */
 	if (*plan == NULL)
-	{
-		/*
-		 * The claim runs on every cycle with a LIMIT that changes each time,
-		 * so the plan cache would re-plan it at every call (its custom plans
-		 * always look cheaper than a generic plan costed for an unknown
-		 * LIMIT).  Planned once instead: the redundant "o.id = ANY (ARRAY(
-		 * SELECT id FROM c))" gives the generic plan a primary-key lookup of
-		 * the claimed rows whatever row count it assumes for the LIMIT.
-		 */
-		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, types,
-										   (plan == &claim_plan || plan == &claim_plan_11 ||
-											plan == &route_plan_11) ?
-										   CURSOR_OPT_GENERIC_PLAN : 0);
-
-		if (p == NULL)
-			elog(ERROR, "could not prepare relay statement: %s",
-				 SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(p) != 0)
-			elog(ERROR, "could not keep relay statement");
-		*plan = p;
-	}
+		*plan = grelout_keep_plan(sql, nargs, types,
+								  (plan == &claim_plan || plan == &claim_plan_11 ||
+								   plan == &route_plan_11) ?
+								  CURSOR_OPT_GENERIC_PLAN : 0);
 	return *plan;
 }
 
