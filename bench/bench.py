@@ -540,14 +540,17 @@ class Bench:
         self.load_note('fig 5 start')
         self.pause()
         t = time.time()
-        # direct inserts: the same rows outbox_publish and a dead-lettering make
+        # direct inserts: the same rows outbox_publish, the routing of 1.1 (a
+        # message is routed when a relay first sees it, delayed or not: here
+        # to the one handler "bench", inline) and a dead-lettering make
         self.q("INSERT INTO grelout.outbox (id, topic, payload, attempts, available_at,"
-               " state, last_error, dead_at, created_at)"
+               " state, last_error, dead_at, created_at, route, handler)"
                " SELECT gen_random_uuid(), 'bench', %s, 10, now() - interval '1 hour', 'dead',"
-               " 'HTTP 500: internal error', now() - interval '1 hour', now() - interval '2 hours'"
+               " 'HTTP 500: internal error', now() - interval '1 hour', now() - interval '2 hours',"
+               " 'single', 'bench'"
                " FROM generate_series(1, %d) g" % (payload_sql('g', 'mod(g, 100000)'), rows))
-        self.q("INSERT INTO grelout.outbox (id, topic, payload, available_at)"
-               " SELECT gen_random_uuid(), 'bench', %s, now() + interval '1 day'"
+        self.q("INSERT INTO grelout.outbox (id, topic, payload, available_at, route, handler)"
+               " SELECT gen_random_uuid(), 'bench', %s, now() + interval '1 day', 'single', 'bench'"
                " FROM generate_series(1, %d) g" % (payload_sql('g', 'mod(g, 100000)'), rows))
         self.q('VACUUM ANALYZE grelout.outbox')
         log('  filled in %.0f s' % (time.time() - t))
