@@ -78,12 +78,16 @@ COMMENT ON FUNCTION @extschema@.outbox_purge(interval, text, boolean)
 	IS 'delete delivered and dead messages, optionally only older ones or of one topic; with pending, also the undelivered messages of a topic';
 REVOKE ALL ON FUNCTION @extschema@.outbox_purge(interval, text, boolean) FROM PUBLIC;
 
-DO $grants$
+-- _carry_execute_grants: the administrator's EXECUTE grants on a function
+-- that 1.1 replaces by a new signature go to the new one, without becoming
+-- part of the extension's initial privileges (so pg_dump still dumps them,
+-- as it did the old ones).  Used by this script only, and dropped at its end.
+CREATE FUNCTION grelout._carry_execute_grants(
+	old_fn pg_catalog.regprocedure, new_fn pg_catalog.regprocedure)
+	RETURNS void LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $carry$
 DECLARE
-	old_fn CONSTANT pg_catalog.regprocedure :=
-		'@extschema@.outbox_purge(interval)'::pg_catalog.regprocedure;
-	new_fn CONSTANT pg_catalog.regprocedure :=
-		'@extschema@.outbox_purge(interval, text, boolean)'::pg_catalog.regprocedure;
 	initial pg_catalog.aclitem[];
 	g record;
 BEGIN
@@ -107,7 +111,13 @@ BEGIN
 	WHERE objoid = new_fn AND classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
 		AND objsubid = 0;
 END
-$grants$;
+$carry$;
+REVOKE ALL ON FUNCTION grelout._carry_execute_grants(pg_catalog.regprocedure,
+	pg_catalog.regprocedure) FROM PUBLIC;
+
+SELECT grelout._carry_execute_grants(
+	'@extschema@.outbox_purge(interval)',
+	'@extschema@.outbox_purge(interval, text, boolean)');
 
 DROP FUNCTION @extschema@.outbox_purge(interval);
 
@@ -517,35 +527,12 @@ COMMENT ON FUNCTION @extschema@.outbox_redrive(text, text, uuid)
 	IS 'move dead deliveries (of a topic, a handler, a message) back to pending, due now, with attempts reset';
 REVOKE ALL ON FUNCTION @extschema@.outbox_redrive(text, text, uuid) FROM PUBLIC;
 
-DO $grants$
-DECLARE
-	old_fn CONSTANT pg_catalog.regprocedure :=
-		'@extschema@.outbox_redrive(text)'::pg_catalog.regprocedure;
-	new_fn CONSTANT pg_catalog.regprocedure :=
-		'@extschema@.outbox_redrive(text, text, uuid)'::pg_catalog.regprocedure;
-	initial pg_catalog.aclitem[];
-	g record;
-BEGIN
-	SELECT i.initprivs INTO STRICT initial FROM pg_catalog.pg_init_privs AS i
-	WHERE i.objoid = new_fn AND i.classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-		AND i.objsubid = 0;
-	FOR g IN
-		SELECT r.rolname, a.is_grantable
-		FROM pg_catalog.pg_proc AS p,
-			pg_catalog.aclexplode(p.proacl) AS a,
-			pg_catalog.pg_roles AS r
-		WHERE p.oid = old_fn AND a.privilege_type = 'EXECUTE'
-			AND a.grantee = r.oid AND a.grantee <> p.proowner
-	LOOP
-		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I%s',
-			new_fn, g.rolname,
-			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-	END LOOP;
-	-- these grants are the administrator's, not the extension's
-	UPDATE pg_catalog.pg_init_privs SET initprivs = initial
-	WHERE objoid = new_fn AND classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-		AND objsubid = 0;
-END
-$grants$;
+SELECT grelout._carry_execute_grants(
+	'@extschema@.outbox_redrive(text)',
+	'@extschema@.outbox_redrive(text, text, uuid)');
 
 DROP FUNCTION @extschema@.outbox_redrive(text);
+
+-- The grant carrier was for this script only.
+DROP FUNCTION grelout._carry_execute_grants(pg_catalog.regprocedure,
+	pg_catalog.regprocedure);
