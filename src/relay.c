@@ -747,9 +747,18 @@ static void
 cycle_failed(RelayState *st)
 {
 	int64		pause = ERROR_BACKOFF_MS;
+	ErrorData  *edata;
 
 	MemoryContextSwitchTo(st->loop_cxt);
-	EmitErrorReport();
+	edata = CopyErrorData();
+
+	/*
+	 * A statement our own SIGTERM cancelled is the stop, not an error: the
+	 * stop is logged when the relay exits.
+	 */
+	if (!(ShutdownRequestPending && edata->sqlerrcode == ERRCODE_QUERY_CANCELED))
+		EmitErrorReport();
+	FreeErrorData(edata);
 	FlushErrorState();
 	AbortCurrentTransaction();
 	MemoryContextSwitchTo(st->loop_cxt);
