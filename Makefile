@@ -25,6 +25,7 @@ OBJS = \
 	src/route.o \
 	src/topics.o \
 	src/publish.o \
+	src/capture.o \
 	src/sign.o \
 	src/store.o \
 	src/outcome.o \

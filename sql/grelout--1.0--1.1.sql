@@ -536,3 +536,47 @@ DROP FUNCTION @extschema@.outbox_redrive(text);
 -- The grant carrier was for this script only.
 DROP FUNCTION grelout._carry_execute_grants(pg_catalog.regprocedure,
 	pg_catalog.regprocedure);
+
+------------------------------------------------------------------------
+-- issue 13: capture
+--
+-- grelout.capture(tbl) puts triggers on a table that publish each row
+-- change in the writing transaction, as outbox_publish would; the
+-- triggers call grelout._capture() with the topic and the captured
+-- columns as their arguments, so pg_dump dumps them and a restore brings
+-- them back.
+------------------------------------------------------------------------
+
+-- The trigger function.  Runs as the writer (current_user is the message's
+-- publisher); it raises its privileges itself for its insert, as
+-- outbox_publish does.  No SET clause: it runs for every captured row.
+CREATE FUNCTION grelout._capture() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'grelout_capture_trigger_1_1'
+	LANGUAGE C VOLATILE SECURITY INVOKER;
+COMMENT ON FUNCTION grelout._capture()
+	IS 'trigger function of grelout.capture: publishes a row change (arguments: topic, captured columns)';
+REVOKE ALL ON FUNCTION grelout._capture() FROM PUBLIC;
+
+-- Run as the caller: only the table's owner (current_user) or a superuser
+-- may capture or uncapture it, whoever was granted EXECUTE.
+CREATE FUNCTION grelout.capture(
+	tbl pg_catalog.regclass,
+	topic text DEFAULT NULL,
+	events text[] DEFAULT '{insert,update,delete}',
+	columns text[] DEFAULT NULL)
+	RETURNS void
+	AS 'MODULE_PATHNAME', 'grelout_capture_1_1'
+	LANGUAGE C VOLATILE SECURITY INVOKER
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION grelout.capture(pg_catalog.regclass, text, text[], text[])
+	IS 'publish the row changes of a table: topic <topic>.<op>, key its primary key';
+REVOKE ALL ON FUNCTION grelout.capture(pg_catalog.regclass, text, text[], text[]) FROM PUBLIC;
+
+CREATE FUNCTION grelout.uncapture(tbl pg_catalog.regclass)
+	RETURNS void
+	AS 'MODULE_PATHNAME', 'grelout_uncapture_1_1'
+	LANGUAGE C VOLATILE SECURITY INVOKER
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION grelout.uncapture(pg_catalog.regclass)
+	IS 'stop publishing the row changes of a table';
+REVOKE ALL ON FUNCTION grelout.uncapture(pg_catalog.regclass) FROM PUBLIC;

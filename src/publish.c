@@ -8,7 +8,9 @@
  *	  published (or redrove) commits.
  *
  * outbox_publish never opens, commits or rolls back anything: its INSERT is
- * part of the caller's transaction, savepoints included.  Its statements
+ * part of the caller's transaction, savepoints included.  The capture
+ * triggers (capture.c) stage their messages through the same path,
+ * grelout_publish_change.  Its statements
  * are planned once per backend and kept.
  *
  * Two schemas are served.  The SQL functions of the 1.0 schema point at
@@ -39,6 +41,7 @@
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -209,6 +212,31 @@ prepare_plans_1_1(void)
 }
 
 /*
+ * prepare_plans_1_1_pinned: prepare_plans_1_1 under search_path
+ * pg_catalog, pg_temp whatever the caller's.  outbox_publish pins its path
+ * itself, but the capture triggers run under the writer's, and a kept plan
+ * is planned again under the path it was first prepared with.
+ */
+static PublishPlans *
+prepare_plans_1_1_pinned(void)
+{
+	PublishPlans *p = &plans_1_1;
+
+	if (p->insert == NULL || p->insert_dedup == NULL ||
+		p->lookup_dedup == NULL || p->lookup_legacy == NULL)
+	{
+		int			nest = NewGUCNestLevel();
+
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		p = prepare_plans_1_1();
+		AtEOXact_GUC(true, nest);
+	}
+	return p;
+}
+
+/*
  * outbox_owner: the owner of grelout.outbox, whose rights outbox_publish
  * takes for its own statements.
  */
@@ -308,6 +336,83 @@ check_length(text *value, const char *what, int max)
 }
 
 /*
+ * grelout_check_publish_topic: a topic outbox_publish of the 1.1 schema
+ * takes (grelout_check_topic's rules, and not one of grelout's own).
+ */
+void
+grelout_check_publish_topic(text *topic)
+{
+	grelout_check_topic(topic, "topic");
+	if (VARSIZE_ANY_EXHDR(topic) >= 8 &&
+		memcmp(VARDATA_ANY(topic), "grelout.", 8) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("topics beginning with \"grelout.\" are reserved"),
+				 errdetail("grelout publishes its own operational events there.")));
+}
+
+/*
+ * check_payload: the payload's JSON text within grelout.max_payload_size,
+ * or an error (54000).
+ */
+static void
+check_payload(Jsonb *payload)
+{
+	char	   *json = JsonbToCString(NULL, &payload->root, VARSIZE(payload));
+	size_t		len = strlen(json);
+
+	if (len > (size_t) grelout_max_payload_size)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("payload is %zu bytes, over the limit of %d bytes",
+						len, grelout_max_payload_size),
+				 errhint("Raise grelout.max_payload_size, or send a reference to the data instead.")));
+	pfree(json);
+}
+
+/* check_key: a message key within MAX_KEY_BYTES and control-free. */
+static void
+check_key(text *key)
+{
+	check_length(key, "key", MAX_KEY_BYTES);
+	/* the key travels in the grelout-key request header and in logs */
+	if (!edge_control_free(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), false))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key must not contain control characters"),
+				 errdetail("C0 and C1 control characters (U+0000 to U+001F, U+007F to U+009F) are refused.")));
+}
+
+/*
+ * stage_as_publisher: stage one message (values/nulls as publish_argtypes)
+ * with the 1.1 statements.  The caller may not touch grelout.outbox: take
+ * the rights of its owner for our own statements only, and give them back
+ * whatever happens.
+ */
+static void
+stage_as_publisher(Datum *values, char *nulls, pg_uuid_t *id)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(outbox_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		stage(prepare_plans_1_1_pinned(), values, nulls, id);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec_context);
+	}
+	PG_END_TRY();
+}
+
+/*
  * publish: outbox_publish(topic, payload, key, headers, delay, dedup_key)
  * under the 1.0 schema (v11 false: 1.0 statements, 1.0 naming rules) or
  * the 1.1 schema (published_by, dedup per role, reserved topics and
@@ -324,8 +429,6 @@ publish(FunctionCallInfo fcinfo, bool v11)
 	Datum		values[PUBLISH_NARGS];
 	char		nulls[PUBLISH_NARGS] = {' ', ' ', 'n', ' ', ' ', 'n', ' ', ' '};
 	Oid			publisher = GetUserId();
-	Oid			save_userid;
-	int			save_sec_context;
 
 	/* topic */
 	if (PG_ARGISNULL(0))
@@ -333,13 +436,10 @@ publish(FunctionCallInfo fcinfo, bool v11)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("topic must not be null")));
 	topic = PG_GETARG_TEXT_PP(0);
-	grelout_check_topic(topic, "topic");
-	if (v11 && VARSIZE_ANY_EXHDR(topic) >= 8 &&
-		memcmp(VARDATA_ANY(topic), "grelout.", 8) == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topics beginning with \"grelout.\" are reserved"),
-				 errdetail("grelout publishes its own operational events there.")));
+	if (v11)
+		grelout_check_publish_topic(topic);
+	else
+		grelout_check_topic(topic, "topic");
 
 	/* payload */
 	if (PG_ARGISNULL(1))
@@ -348,31 +448,14 @@ publish(FunctionCallInfo fcinfo, bool v11)
 				 errmsg("payload must not be null"),
 				 errhint("Use the JSON value 'null'::jsonb for an empty body.")));
 	payload = PG_GETARG_JSONB_P(1);
-	{
-		char	   *json = JsonbToCString(NULL, &payload->root, VARSIZE(payload));
-		size_t		len = strlen(json);
-
-		if (len > (size_t) grelout_max_payload_size)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("payload is %zu bytes, over the limit of %d bytes",
-							len, grelout_max_payload_size),
-					 errhint("Raise grelout.max_payload_size, or send a reference to the data instead.")));
-		pfree(json);
-	}
+	check_payload(payload);
 
 	/* key and dedup_key */
 	if (!PG_ARGISNULL(2))
 	{
 		text	   *key = PG_GETARG_TEXT_PP(2);
 
-		check_length(key, "key", MAX_KEY_BYTES);
-		/* the key travels in the grelout-key request header and in logs */
-		if (!edge_control_free(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), false))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("key must not contain control characters"),
-					 errdetail("C0 and C1 control characters (U+0000 to U+001F, U+007F to U+009F) are refused.")));
+		check_key(key);
 		values[2] = PointerGetDatum(key);
 		nulls[2] = ' ';
 	}
@@ -438,31 +521,51 @@ publish(FunctionCallInfo fcinfo, bool v11)
 		SPI_finish();
 	}
 	else
-	{
-		/*
-		 * The caller may not touch grelout.outbox: take the rights of its
-		 * owner for our own statements only, and give them back whatever
-		 * happens.
-		 */
-		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(outbox_owner(),
-							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-		PG_TRY();
-		{
-			if (SPI_connect() != SPI_OK_CONNECT)
-				elog(ERROR, "SPI_connect failed");
-			stage(prepare_plans_1_1(), values, nulls, id);
-			SPI_finish();
-		}
-		PG_FINALLY();
-		{
-			SetUserIdAndSecContext(save_userid, save_sec_context);
-		}
-		PG_END_TRY();
-	}
+		stage_as_publisher(values, nulls, id);
 
 	wake_at_commit = true;
 	PG_RETURN_UUID_P(id);
+}
+
+/*
+ * grelout_publish_change: stage one message under the 1.1 schema exactly
+ * as outbox_publish(topic, payload, key) would (the same checks of the
+ * payload and the key, the same statement, current_user as published_by,
+ * the relays woken at commit), for the capture triggers of capture.c.  The
+ * topic is the caller's to check; key may be NULL.
+ */
+void
+grelout_publish_change(text *topic, Jsonb *payload, text *key)
+{
+	static Jsonb *no_headers = NULL;
+	pg_uuid_t	id;
+	Datum		values[PUBLISH_NARGS];
+	char		nulls[PUBLISH_NARGS] = {' ', ' ', 'n', ' ', ' ', 'n', ' ', ' '};
+
+	check_payload(payload);
+	if (key != NULL)
+	{
+		check_key(key);
+		values[2] = PointerGetDatum(key);
+		nulls[2] = ' ';
+	}
+	if (no_headers == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		no_headers = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+		MemoryContextSwitchTo(old);
+	}
+
+	grelout_uuid7(&id);
+	values[0] = UUIDPGetDatum(&id);
+	values[1] = PointerGetDatum(topic);
+	values[3] = JsonbPGetDatum(payload);
+	values[4] = JsonbPGetDatum(no_headers);
+	values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	values[7] = ObjectIdGetDatum(GetUserId());
+	stage_as_publisher(values, nulls, &id);
+	wake_at_commit = true;
 }
 
 /* grelout_publish: outbox_publish of the 1.0 schema (SECURITY DEFINER). */
