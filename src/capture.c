@@ -946,6 +946,19 @@ publish_change(TriggerData *td)
 	grelout_publish_change(e->topics[op], change_payload(e, op, newrow, oldrow), key);
 }
 
+/* capture_error_context: "publishing the insert of a row of table t". */
+static void
+capture_error_context(void *arg)
+{
+	TriggerData *td = (TriggerData *) arg;
+	const char *what = TRIGGER_FIRED_BY_TRUNCATE(td->tg_event) ? "truncate" :
+		TRIGGER_FIRED_BY_INSERT(td->tg_event) ? "insert" :
+		TRIGGER_FIRED_BY_UPDATE(td->tg_event) ? "update" : "delete";
+
+	errcontext("grelout capture of the %s on \"%s\"", what,
+			   RelationGetRelationName(td->tg_relation));
+}
+
 /*
  * grelout_capture_trigger_1_1: grelout._capture(), the trigger function of
  * the capture triggers: AFTER, FOR EACH ROW for INSERT, UPDATE and DELETE,
@@ -956,6 +969,7 @@ Datum
 grelout_capture_trigger_1_1(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
+	ErrorContextCallback errcontext_cb;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -969,6 +983,11 @@ grelout_capture_trigger_1_1(PG_FUNCTION_ARGS)
 				 errmsg("grelout._capture() must be fired AFTER, for each row of an INSERT, UPDATE or DELETE or for a TRUNCATE"),
 				 errhint("Create capture triggers with grelout.capture.")));
 
+	/* an error (a payload over the limit, say) names the write it fails */
+	errcontext_cb.callback = capture_error_context;
+	errcontext_cb.arg = td;
+	errcontext_cb.previous = error_context_stack;
+	error_context_stack = &errcontext_cb;
 	capture_depth++;
 	PG_TRY();
 	{
@@ -977,6 +996,7 @@ grelout_capture_trigger_1_1(PG_FUNCTION_ARGS)
 	PG_FINALLY();
 	{
 		capture_depth--;
+		error_context_stack = errcontext_cb.previous;
 	}
 	PG_END_TRY();
 	return PointerGetDatum(NULL);
