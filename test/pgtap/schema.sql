@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(305);
+SELECT plan(314);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -337,8 +337,19 @@ SELECT isnt_strict('public', 'outbox_publish', ARRAY['text', 'jsonb', 'text', 'j
 	'outbox_publish is not STRICT: a NULL topic or payload gets an error, not a NULL id');
 SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
-		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget and _outbox_truncated');
+		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
+		'capture', 'uncapture', '_capture'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture and _capture');
+-- capture (issue 13): run as the caller (the table's owner is checked as
+-- current_user), search_path pinned; the trigger function runs as the writer
+SELECT isnt_definer('grelout', f, a, 'grelout.' || f || ' is SECURITY INVOKER')
+FROM (VALUES ('capture', ARRAY['regclass', 'text', 'text[]', 'text[]']::name[]),
+	('uncapture', ARRAY['regclass']::name[]), ('_capture', ARRAY[]::name[])) AS v(f, a);
+SELECT is((SELECT proconfig FROM pg_proc WHERE oid = ('grelout.' || f || a)::regprocedure),
+	ARRAY['search_path=pg_catalog, pg_temp'], 'grelout.' || f || ' pins search_path to pg_catalog, pg_temp')
+FROM (VALUES ('capture', '(regclass, text, text[], text[])'), ('uncapture', '(regclass)')) AS v(f, a);
+SELECT function_returns('grelout', '_capture', ARRAY[]::name[], 'trigger',
+	'grelout._capture is a trigger function');
 SELECT is(grelout._topic_matches('orders.#', 'orders.created.eu'), true, '_topic_matches: # takes segments');
 SELECT is(grelout._topic_matches('#', 'grelout.handler.disabled'), false,
 	'_topic_matches: a leading wildcard never matches a grelout. topic');
@@ -366,7 +377,12 @@ SELECT function_privs_are('grelout', '_mask_url', ARRAY['text']::name[], 'public
 SELECT function_privs_are('grelout', f, ARRAY[]::name[], 'public', ARRAY[]::text[],
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats', '_wake',
-	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated']::name[]) AS f;
+	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
+	'_capture']::name[]) AS f;
+SELECT function_privs_are('grelout', f, a, 'public', ARRAY[]::text[],
+	'grelout.' || f || ': no EXECUTE for PUBLIC')
+FROM (VALUES ('capture', ARRAY['regclass', 'text', 'text[]', 'text[]']::name[]),
+	('uncapture', ARRAY['regclass']::name[])) AS v(f, a);
 SELECT function_privs_are('grelout', '_topic_matches', ARRAY['text', 'text']::name[], 'public', ARRAY['EXECUTE'],
 	'grelout._topic_matches: EXECUTE for PUBLIC, who may read grelout.status must call it (it reads nothing)');
 SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: nothing for PUBLIC');
