@@ -10,8 +10,8 @@
  * outbox_publish never opens, commits or rolls back anything: its INSERT is
  * part of the caller's transaction, savepoints included.  The capture
  * triggers (capture.c) stage their messages through the same path,
- * grelout_publish_change.  Its statements
- * are planned once per backend and kept.
+ * grelout_publish_change.  The statements are planned once per backend and
+ * kept.
  *
  * Two schemas are served.  The SQL functions of the 1.0 schema point at
  * grelout_publish and grelout_purge, which run the 1.0 statements; those of
