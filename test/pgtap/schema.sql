@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(305);
+SELECT plan(307);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -279,7 +279,7 @@ SELECT columns_are('grelout', 'deliveries', ARRAY['message_id', 'handler', 'topi
 	'dead_at', 'created_at'], 'grelout.deliveries has the columns of the contract');
 SELECT has_column('grelout', 'relays', c, 'grelout.relays has column ' || c)
 FROM unnest(ARRAY['relay', 'pid', 'activity', 'in_flight', 'delivered', 'retried',
-	'dead_lettered', 'last_error', 'last_error_at', 'started_at']) AS c;
+	'dead_lettered', 'last_error', 'last_error_at', 'started_at', 'database']) AS c;
 
 -- the functions, in the extension's schema (public here)
 SELECT has_function('public', 'outbox_publish',
@@ -337,8 +337,9 @@ SELECT isnt_strict('public', 'outbox_publish', ARRAY['text', 'jsonb', 'text', 'j
 	'outbox_publish is not STRICT: a NULL topic or payload gets an error, not a NULL id');
 SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
-		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget and _outbox_truncated');
+		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
+		'relay_stats_by_database'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated and relay_stats_by_database');
 SELECT is(grelout._topic_matches('orders.#', 'orders.created.eu'), true, '_topic_matches: # takes segments');
 SELECT is(grelout._topic_matches('#', 'grelout.handler.disabled'), false,
 	'_topic_matches: a leading wildcard never matches a grelout. topic');
@@ -366,7 +367,8 @@ SELECT function_privs_are('grelout', '_mask_url', ARRAY['text']::name[], 'public
 SELECT function_privs_are('grelout', f, ARRAY[]::name[], 'public', ARRAY[]::text[],
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats', '_wake',
-	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated']::name[]) AS f;
+	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
+	'relay_stats_by_database']::name[]) AS f;
 SELECT function_privs_are('grelout', '_topic_matches', ARRAY['text', 'text']::name[], 'public', ARRAY['EXECUTE'],
 	'grelout._topic_matches: EXECUTE for PUBLIC, who may read grelout.status must call it (it reads nothing)');
 SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: nothing for PUBLIC');
