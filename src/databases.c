@@ -24,7 +24,9 @@
 
 #include <signal.h>
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
@@ -33,6 +35,8 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -66,11 +70,14 @@ option_named(List *options, const char *name)
 
 /*
  * aside_target: the database whose relays must leave before this command
- * runs, by name; NULL for any other command.
+ * runs, by name; NULL for any other command.  *copy says the command
+ * copies it (CREATE DATABASE ... TEMPLATE), which another role than its
+ * owner may do.
  */
 static const char *
-aside_target(Node *parsetree)
+aside_target(Node *parsetree, bool *copy)
 {
+	*copy = false;
 	switch (nodeTag(parsetree))
 	{
 		case T_DropdbStmt:
@@ -89,6 +96,7 @@ aside_target(Node *parsetree)
 											 "template");
 
 				/* createdb's default */
+				*copy = true;
 				return (t && t->arg) ? defGetString(t) : "template1";
 			}
 		default:
@@ -111,6 +119,30 @@ changes_databases(Node *parsetree)
 		default:
 			return false;
 	}
+}
+
+/*
+ * may_run: could this role run the command on the database, by the checks
+ * PostgreSQL makes (its owner, or a superuser; to copy it, a role with
+ * CREATEDB, and its owner unless it is a template)?  A role that could not
+ * does not get to stop its relays.
+ */
+static bool
+may_run(Oid dboid, bool copy)
+{
+	HeapTuple	tup;
+	bool		is_template;
+
+	if (pg_database_ownercheck(dboid, GetUserId()))
+		return !copy || have_createdb_privilege();
+	if (!copy || !have_createdb_privilege())
+		return false;
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	is_template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+	ReleaseSysCache(tup);
+	return is_template;
 }
 
 /* relays_in: is a relay of the database starting or running? */
@@ -159,7 +191,7 @@ relays_in(Oid dboid, int *signalled, int *nsignalled, int maxsignalled)
  * ASIDE_WAIT_MS, cancellable) for them to be gone.
  */
 static void
-step_aside(const char *dbname)
+step_aside(const char *dbname, bool copy)
 {
 	Oid			dboid = get_database_oid(dbname, true);
 	bool		recorded = false;
@@ -167,7 +199,7 @@ step_aside(const char *dbname)
 	int			nsignalled = 0;
 	TimestampTz deadline;
 
-	if (!OidIsValid(dboid) || grelout_shared == NULL)
+	if (!OidIsValid(dboid) || grelout_shared == NULL || !may_run(dboid, copy))
 		return;
 
 	SpinLockAcquire(&grelout_shared->mutex);
@@ -217,10 +249,11 @@ databases_process_utility(PlannedStmt *pstmt, const char *queryString,
 						  DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
-	const char *aside = aside_target(parsetree);
+	bool		copy;
+	const char *aside = aside_target(parsetree, &copy);
 
 	if (aside != NULL)
-		step_aside(aside);
+		step_aside(aside, copy);
 
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context,

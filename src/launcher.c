@@ -753,6 +753,13 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	slot->stop_requested = true;
 	pid = slot->pid;
 	SpinLockRelease(&slot->mutex);
+
+	/*
+	 * The backend that wants the database free signals its relays itself;
+	 * a second SIGTERM would cancel the settle that hands the claims back.
+	 */
+	if (in_oids(dboid, asides, nasides))
+		return state;
 	if (pid != 0 && !stop_sent[i])
 	{
 		kill(pid, SIGTERM);
@@ -922,9 +929,10 @@ launcher_attach(void)
 }
 
 /*
- * grelout_launcher_main: entry point of the launcher; never returns (a
- * SIGTERM ends it with FATAL, and the postmaster starts it again unless
- * the server is shutting down).
+ * grelout_launcher_main: entry point of the launcher; never returns.  A
+ * SIGTERM (shutdown, pg_terminate_backend) ends it quietly, with exit code
+ * 1: the postmaster starts it again unless the server is shutting down.
+ * The relays run on meanwhile; the next launcher adopts them.
  */
 void
 grelout_launcher_main(Datum arg)
@@ -932,7 +940,7 @@ grelout_launcher_main(Datum arg)
 	MemoryContext turn_cxt;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("grelout launcher");
@@ -948,6 +956,8 @@ grelout_launcher_main(Datum arg)
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			proc_exit(1);
 		MemoryContextSwitchTo(turn_cxt);
 		MemoryContextReset(turn_cxt);
 

@@ -110,6 +110,7 @@ typedef struct RelayState
 	MonoTime	next_claim_at;	/* next due message, or the poll */
 	bool		extension_ready;
 	bool		extension_reported; /* to the launcher, once */
+	bool		looked;			/* a cycle has committed since the start */
 	StoreSchema schema;			/* read at the start of each cycle */
 	WebhookJob *to_start;
 	dlist_head	in_flight;		/* started, not yet finished */
@@ -733,6 +734,7 @@ static void
 cycle_committed(RelayState *st, bool ready, uint64 released)
 {
 	st->failed_cycles = 0;
+	st->looked = true;
 	lease_recovery_done(st, released);
 	note_extension(st, ready);
 	claim_dead_report(st);
@@ -903,7 +905,8 @@ db_due(RelayState *st)
 
 	if (now < st->retry_db_at)
 		return false;
-	return st->nsettles > 0 ||
+	/* the first cycle runs even while paused: it looks for the extension */
+	return !st->looked || st->nsettles > 0 ||
 		(may_claim(st) && (st->claim_wanted || now >= st->next_claim_at)) ||
 		(purge_wanted(st) && now >= st->next_purge_at);
 }

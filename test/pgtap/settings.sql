@@ -7,7 +7,7 @@
 -- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
 -- inside a function or transaction, so its outcome is read from psql's
 -- SQLSTATE variable; psql prints those expected errors on stderr.
-SELECT plan(141);
+SELECT plan(140);
 
 -- every setting of the contract: boot default, unit, type, context
 SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)

@@ -93,12 +93,24 @@ $node->safe_psql('d', "INSERT INTO grelout.handlers (topic, url) VALUES ('evt', 
 publish('d', 2);
 ok(wait_until(sub { $recv->count('/d') >= 2 }, 30), 'and delivers');
 
+# ---- a role that may not drop a database does not get to stop its relay
+$node->safe_psql('postgres', 'CREATE ROLE mallory LOGIN CREATEDB');
+my $app_relay = sub {
+	$node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'grelout relay' AND datname = 'app'");
+};
+my $before = $app_relay->();
+my ($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE app',
+	extra_params => [ '-U', 'mallory' ]);
+like($stderr, qr/must be owner of database app/, 'a non-owner cannot drop a served database');
+is($app_relay->(), $before, 'and its relay was not stopped');
+
 # ---- DROP DATABASE while its relay has requests in flight, no FORCE
 $recv->script('/b', [ ({ delay => 4 }) x 3 ], {});
 publish('b', 3);
 ok(wait_until(sub { $recv->count('/b') >= 8 }, 30), 'b: requests in flight');
 my $offset = log_offset($node);
-my ($ret, $stderr) = $node->psql('postgres', 'DROP DATABASE b');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE b');
 is($ret, 0, 'DROP DATABASE of a served database succeeds without FORCE') or diag($stderr);
 like(log_since($node, $offset), qr/grelout relay 1 stopping with \d+ requests unfinished/,
 	'its relay stopped as usual');
@@ -108,7 +120,7 @@ ok(wait_until(sub { relays_by_db() eq 'a:1,app:1,d:1' }, 30), 'no relay for the 
   or diag(relays_by_db());
 
 # ---- ALTER DATABASE ... RENAME of a served database
-($ret, $stderr) = $node->psql('postgres', 'ALTER DATABASE a RENAME TO a2');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'ALTER DATABASE a RENAME TO a2');
 is($ret, 0, 'ALTER DATABASE RENAME of a served database succeeds') or diag($stderr);
 ok(wait_until(sub { relays_by_db() eq 'a2:1,app:1,d:1' }, 30), 'its relay is back, in a2')
   or diag(relays_by_db());
@@ -117,7 +129,7 @@ ok(wait_until(sub { $recv->count('/a') >= 6 }, 30), 'and delivers');
 
 # ---- CREATE DATABASE ... TEMPLATE of a served database; the copy has the
 # extension too, and takes the last relay
-($ret, $stderr) = $node->psql('postgres', 'CREATE DATABASE e TEMPLATE a2');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE DATABASE e TEMPLATE a2');
 is($ret, 0, 'CREATE DATABASE ... TEMPLATE of a served database succeeds') or diag($stderr);
 ok(wait_until(sub { relays_by_db() eq 'a2:1,app:1,d:1,e:1' }, 30),
 	'the template is served again, and the copy too') or diag(relays_by_db());
@@ -133,7 +145,7 @@ ok(wait_until(sub {
 sleep(3);
 my @logged = log_since($node, $offset) =~ /leaves database "f" unserved/g;
 is(scalar @logged, 1, 'and it is logged once');
-($ret, $stderr) = $node->psql('postgres', 'DROP DATABASE d');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'DROP DATABASE d');
 is($ret, 0, 'DROP DATABASE d frees a relay') or diag($stderr);
 ok(wait_until(sub { relays_by_db() eq 'a2:1,app:1,e:1,f:1' }, 30), 'which serves f')
   or diag(relays_by_db());

@@ -2,8 +2,9 @@
 # database; a listed database that does not exist is logged once (no relay
 # failing and restarting every 2 s) and served once it is created (its
 # relays wait for CREATE EXTENSION, as a single database's do); the list
-# and grelout.workers take effect on reload; a served database can be the
-# template of CREATE DATABASE.
+# and grelout.workers take effect on reload; a publisher's commit wakes the
+# relays of its own database only; a served database can be the template of
+# CREATE DATABASE.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -14,7 +15,8 @@ my $recv = start_receiver();
 my $node = grelout_node('dblist',
 	"grelout.database = 'app, nope ,l2'",
 	"grelout.workers = 2",
-	"grelout.poll_interval = '500ms'");
+	"grelout.poll_interval = '500ms'",
+	"autovacuum = off");
 
 sub relays_by_db
 {
@@ -45,6 +47,25 @@ my $url = $recv->url('/l2');
 $node->safe_psql('l2', "INSERT INTO grelout.handlers (topic, url) VALUES ('evt', '$url')");
 $node->safe_psql('l2', "SELECT outbox_publish('evt', '{\"n\": 1}')");
 ok(wait_until(sub { $recv->count('/l2') >= 1 }, 30), 'and delivers');
+
+# wake-ups: with the poll at an hour, app's relays run no transaction while
+# l2's publishers commit and l2's relays deliver
+set_conf($node, 'grelout.poll_interval' => '1h');
+my $app_xacts = sub {
+	$node->safe_psql('postgres', "SELECT xact_commit FROM pg_stat_database WHERE datname = 'app'");
+};
+my $x0 = -1;
+# once the cycles the reload caused are counted, the count stands still
+ok(wait_until(sub { my $x = $app_xacts->(); sleep(2); my $same = ($x == $app_xacts->()); $x0 = $x; $same }, 30),
+	"app's relays are idle");
+for my $n (2 .. 4)
+{
+	$node->safe_psql('l2', "SELECT outbox_publish('evt', '{\"n\": $n}')");
+	ok(wait_until(sub { $recv->count('/l2') >= $n }, 30), "l2: message $n delivered at once, woken by the commit");
+}
+sleep(2);
+is($app_xacts->(), $x0, "app's relays were not woken by l2's commits");
+set_conf($node, 'grelout.poll_interval' => '500ms');
 
 # a served database as the template of CREATE DATABASE
 my ($ret, $stdout, $stderr) = $node->psql('postgres', 'CREATE DATABASE l2copy TEMPLATE l2');
