@@ -296,7 +296,7 @@ clear_asides(void)
 /*
  * databases_xact_callback: at the end of the transaction (committed,
  * aborted or prepared), clear the aside entries and tell the launcher what
- * changed.
+ * changed, and the relays of this database that the extension is here.
  */
 static void
 databases_xact_callback(XactEvent event, void *arg)
@@ -321,6 +321,9 @@ databases_xact_callback(XactEvent event, void *arg)
 		clear_asides();
 	grelout_wake_launcher(rescan_at_end,
 						  (committed && extension_at_commit) ? MyDatabaseId : InvalidOid);
+	/* relays waiting for CREATE EXTENSION here deliver at once */
+	if (committed && extension_at_commit)
+		grelout_wake_relays();
 	rescan_at_end = false;
 	extension_at_commit = false;
 }
