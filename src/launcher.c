@@ -36,7 +36,6 @@
  */
 #include "grelout.h"
 
-#include <ctype.h>
 #include <signal.h>
 
 #include "access/heapam.h"
@@ -45,6 +44,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_database.h"
+#include "edge.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -108,56 +108,17 @@ static TimestampTz last_scan = 0;
 static int	logged_unprobed = 0;	/* databases not looked at, last logged */
 static TimestampTz register_retry_at = 0;
 
-/* trim: the name between leading and trailing white space. */
-static void
-trim(const char **start, size_t *len)
-{
-	while (*len > 0 && isspace((unsigned char) (*start)[0]))
-	{
-		(*start)++;
-		(*len)--;
-	}
-	while (*len > 0 && isspace((unsigned char) (*start)[*len - 1]))
-		(*len)--;
-}
-
 /*
  * grelout_database_check: NULL if value is a valid grelout.database (one
  * name, a comma-separated list, or "*"), else what is wrong with it.
- * Names are taken as written (no case folding, no quotes).
  */
 const char *
 grelout_database_check(const char *value)
 {
-	const char *p = value ? value : "";
-	const char *s = p;
-	size_t		len = strlen(p);
-	int			n = 0;
+	const char *error = NULL;
 
-	trim(&s, &len);
-	if (len == 0)
-		return "it names no database";
-	if (len == 1 && s[0] == '*')
-		return NULL;
-	for (;;)
-	{
-		const char *comma = strchr(p, ',');
-		const char *name = p;
-		size_t		nlen = comma ? (size_t) (comma - p) : strlen(p);
-
-		trim(&name, &nlen);
-		if (nlen == 0)
-			return "a name in the list is empty";
-		if (nlen == 1 && name[0] == '*')
-			return "* must stand alone";
-		if (nlen >= NAMEDATALEN)
-			return "a name is too long";
-		if (++n > GRELOUT_MAX_RELAYS)
-			return "it lists too many databases";
-		if (comma == NULL)
-			break;
-		p = comma + 1;
-	}
+	if (edge_database_list(value ? value : "", NULL, 0, &error) < 0)
+		return error;
 	return NULL;
 }
 
@@ -165,33 +126,26 @@ grelout_database_check(const char *value)
 bool
 grelout_database_all(void)
 {
-	const char *s = grelout_database ? grelout_database : "";
-	size_t		len = strlen(s);
+	const char *error;
 
-	trim(&s, &len);
-	return len == 1 && s[0] == '*';
+	return edge_database_list(grelout_database ? grelout_database : "",
+							  NULL, 0, &error) == 0;
 }
 
 /* database_names: the names grelout.database lists, in order. */
 static List *
 database_names(void)
 {
+	EdgeSpan   *spans = palloc(sizeof(EdgeSpan) * EDGE_DATABASES_MAX);
+	const char *error;
 	List	   *names = NIL;
-	const char *p = grelout_database ? grelout_database : "";
+	int			n;
 
-	for (;;)
-	{
-		const char *comma = strchr(p, ',');
-		const char *name = p;
-		size_t		nlen = comma ? (size_t) (comma - p) : strlen(p);
-
-		trim(&name, &nlen);
-		if (nlen > 0 && nlen < NAMEDATALEN)
-			names = lappend(names, pnstrdup(name, nlen));
-		if (comma == NULL)
-			break;
-		p = comma + 1;
-	}
+	n = edge_database_list(grelout_database ? grelout_database : "", spans,
+						   EDGE_DATABASES_MAX, &error);
+	for (int i = 0; i < n; i++)
+		names = lappend(names, pnstrdup(spans[i].start, spans[i].len));
+	pfree(spans);
 	return names;
 }
 
