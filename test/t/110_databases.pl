@@ -3,7 +3,8 @@
 # it), each database's messages go to its own handlers only, a database
 # given the extension after start is served without a restart, the relays
 # step out of the way of DROP DATABASE (no FORCE, while delivering), ALTER
-# DATABASE ... RENAME and CREATE DATABASE ... TEMPLATE, grelout.relays
+# DATABASE ... RENAME and ... SET TABLESPACE, and CREATE DATABASE ...
+# TEMPLATE, and not for a role that may not run the command; grelout.relays
 # counts per database, and a database left without a relay
 # (grelout.max_relays) is logged once and shown, and served once a relay
 # is free.
@@ -133,6 +134,14 @@ ok(wait_until(sub { $recv->count('/a') >= 6 }, 30), 'and delivers');
 is($ret, 0, 'CREATE DATABASE ... TEMPLATE of a served database succeeds') or diag($stderr);
 ok(wait_until(sub { relays_by_db() eq 'a2:1,app:1,d:1,e:1' }, 30),
 	'the template is served again, and the copy too') or diag(relays_by_db());
+
+# ---- ALTER DATABASE ... SET TABLESPACE of a served database
+my $tsdir = PostgreSQL::Test::Utils::tempdir();
+$node->safe_psql('postgres', "CREATE TABLESPACE ts LOCATION '$tsdir'");
+($ret, $stdout, $stderr) = $node->psql('postgres', 'ALTER DATABASE e SET TABLESPACE ts');
+is($ret, 0, 'ALTER DATABASE ... SET TABLESPACE of a served database succeeds') or diag($stderr);
+ok(wait_until(sub { relays_by_db() eq 'a2:1,app:1,d:1,e:1' }, 30), 'its relay is back')
+  or diag(relays_by_db());
 
 # ---- one database too many for grelout.max_relays = 4
 $offset = log_offset($node);
