@@ -230,13 +230,19 @@ scan_databases(void)
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 
-	role_ok = true;
 	role_oid = InvalidOid;
 	if (grelout_role && grelout_role[0])
 	{
 		role_oid = get_role_oid(grelout_role, true);
+		if (!OidIsValid(role_oid) && role_ok)
+			ereport(LOG,
+					(errmsg("grelout.role names role \"%s\", which does not exist: no relay starts",
+							grelout_role),
+					 errhint("Create the role, or change grelout.role and restart the server.")));
 		role_ok = OidIsValid(role_oid);
 	}
+	else
+		role_ok = true;
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_stat(false);

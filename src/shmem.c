@@ -267,8 +267,7 @@ grelout_slot_extension(GreloutRelaySlot *slot, bool found)
 	slot->extension_found = found;
 	slot->no_extension = !found;
 	SpinLockRelease(&slot->mutex);
-	if (!found)
-		grelout_wake_launcher(false, InvalidOid);
+	grelout_wake_launcher(false, InvalidOid);
 }
 
 /* grelout_slot_error: remember the last delivery error and its time. */
