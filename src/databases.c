@@ -317,10 +317,14 @@ databases_xact_callback(XactEvent event, void *arg)
 	if (!holds_asides && !rescan_at_end && !extension_at_commit)
 		return;
 	committed = (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT);
-	if (holds_asides)
-		clear_asides();
+	/* the rescan is asked for before the entries go (see the launcher) */
 	grelout_wake_launcher(rescan_at_end,
 						  (committed && extension_at_commit) ? MyDatabaseId : InvalidOid);
+	if (holds_asides)
+	{
+		clear_asides();
+		grelout_wake_launcher(false, InvalidOid);
+	}
 	/* relays waiting for CREATE EXTENSION here deliver at once */
 	if (committed && extension_at_commit)
 		grelout_wake_relays();

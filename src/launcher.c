@@ -641,7 +641,7 @@ start_relay(int i, const LauncherDb *d)
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("grelout could not start a relay for database \"%s\": no background worker slot is free",
 							d->name),
-					 errhint("Raise max_worker_processes (a restart) above grelout.max_relays plus one.")));
+					 errhint("Raise max_worker_processes (a restart): it must leave room for the relays and their launcher, besides parallel workers.")));
 		logged_no_worker = true;
 		return false;
 	}
@@ -668,13 +668,16 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	bool		found;
 	LauncherDb *d;
 	pid_t		bgpid;
+	bool		never_started;
+
+	/* a relay registered that the postmaster could not start, or gone */
+	never_started = handles[i] ?
+		(GetBackgroundWorkerPid(handles[i], &bgpid) == BGWH_STOPPED) :
+		(adopted_at[i] != 0 &&
+		 TimestampDifferenceExceeds(adopted_at[i], now, ADOPTED_START_MS));
 
 	SpinLockAcquire(&slot->mutex);
-	if (slot->state == SLOT_STARTING &&
-		((handles[i] &&
-		  GetBackgroundWorkerPid(handles[i], &bgpid) == BGWH_STOPPED) ||
-		 (!handles[i] && adopted_at[i] != 0 &&
-		  TimestampDifferenceExceeds(adopted_at[i], now, ADOPTED_START_MS))))
+	if (slot->state == SLOT_STARTING && never_started)
 		slot->state = SLOT_EXITED;
 	state = slot->state;
 	dboid = slot->dboid;
@@ -758,14 +761,12 @@ slot_for(const LauncherDb *d, int n, bool *is_new)
 
 /*
  * reconcile: stop what is not wanted, free the slots of relays gone for
- * good, start the relays missing; returns ms until a relay is due to start
- * again (or -1).
+ * good, start the relays missing (none in the databases of asides);
+ * returns ms until a relay is due to start again (or -1).
  */
 static long
-reconcile(void)
+reconcile(const Oid *asides, int nasides)
 {
-	Oid			asides[GRELOUT_MAX_ASIDE];
-	int			nasides = asides_now(asides);
 	TimestampTz now = GetCurrentTimestamp();
 	long		next = -1;
 
@@ -913,6 +914,8 @@ grelout_launcher_main(Datum arg)
 		long		timeout = RESCAN_MS;
 		long		restart_in;
 		bool		rescan;
+		Oid			asides[GRELOUT_MAX_ASIDE];
+		int			nasides;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -921,6 +924,12 @@ grelout_launcher_main(Datum arg)
 		MemoryContextSwitchTo(turn_cxt);
 		MemoryContextReset(turn_cxt);
 
+		/*
+		 * The asides first: a backend asks for a rescan before it clears
+		 * its entry, so a database the entry kept out is either still kept
+		 * out or read again (dropped, say) in this turn's scan.
+		 */
+		nasides = asides_now(asides);
 		rescan = take_news();
 		if (ConfigReloadPending)
 		{
@@ -933,7 +942,7 @@ grelout_launcher_main(Datum arg)
 			scan_databases();
 		choose_wanted();
 		share_relays();
-		restart_in = reconcile();
+		restart_in = reconcile(asides, nasides);
 		if (restart_in >= 0)
 			timeout = Min(timeout, restart_in);
 
