@@ -31,7 +31,9 @@ OBJS = \
 	src/outcome.o \
 	src/webhook.o \
 	src/http.o \
-	src/relay.o
+	src/relay.o \
+	src/launcher.o \
+	src/databases.o
 
 EXTENSION = grelout
 DATA = $(wildcard sql/grelout--*.sql)
@@ -43,9 +45,8 @@ SHLIB_LINK = -lcurl -lcrypto
 # Tests, run by "make installcheck" against an installed, running server.
 # The regression tests are the sql/*.sql files other than the install
 # scripts; PGXS runs them in contrib_regression, the database the relays
-# serve.  The isolation specs run in isolation_regression (the relays'
-# database cannot be dropped and created again while they are connected to
-# it).  The Perl TAP tests start clusters of their own; PGXS skips them,
+# serve.  The isolation specs run in isolation_regression, a database the
+# relays do not serve.  The Perl TAP tests start clusters of their own; PGXS skips them,
 # saying so, when PostgreSQL was built without --enable-tap-tests.
 REGRESS = $(sort $(filter-out grelout--%,$(basename $(notdir $(wildcard $(srcdir)/sql/*.sql)))))
 REGRESS_OPTS =
@@ -65,14 +66,11 @@ PG_PROVE_FLAGS += -I $(srcdir)/test/lib
 
 EXTRA_CLEAN = output_iso/ tmp_check/ tmp_check_iso/
 
-# installcheck-prep: pg_regress drops and creates its database, which fails
-# while the relays are connected to it; drop it first with FORCE (the relays
-# then wait for it to exist again).  Uses the server pg_regress will use
-# (PGHOST, PGPORT, PGUSER).  The TAP tests need Perl's IPC::Run.
+# installcheck-prep: pg_regress drops and creates its database; the relays
+# connected to it leave before DROP DATABASE runs (and wait for it to exist
+# again), so no FORCE is needed.  The TAP tests need Perl's IPC::Run.
 .PHONY: installcheck-prep
 installcheck-prep:
-	'$(bindir)/psql' -X -q -v ON_ERROR_STOP=1 -d postgres \
-		-c 'DROP DATABASE IF EXISTS $(CONTRIB_TESTDB) WITH (FORCE)'
 ifneq ($(strip $(TAP_TESTS)),)
 ifeq ($(enable_tap_tests),yes)
 	@perl -MIPC::Run -e 1 2>/dev/null || \

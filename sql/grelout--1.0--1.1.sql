@@ -580,3 +580,35 @@ CREATE FUNCTION grelout.uncapture(tbl pg_catalog.regclass)
 COMMENT ON FUNCTION grelout.uncapture(pg_catalog.regclass)
 	IS 'stop publishing the row changes of a table';
 REVOKE ALL ON FUNCTION grelout.uncapture(pg_catalog.regclass) FROM PUBLIC;
+
+-- issue 13: several databases
+-- One server serves several databases: grelout.relays shows the relays of
+-- every database, with the database each serves, and a row (relay and pid
+-- null) for a database left unserved for lack of relays.  The column goes
+-- at the end with CREATE OR REPLACE VIEW, on the view this extension made,
+-- so that the grants on the view, and what depends on it, are kept.  The
+-- 1.0 relay_stats() stays as it was: the relays of the database it is
+-- called in.
+CREATE FUNCTION grelout.relay_stats_by_database(
+	OUT relay integer,
+	OUT pid integer,
+	OUT activity text,
+	OUT in_flight integer,
+	OUT delivered bigint,
+	OUT retried bigint,
+	OUT dead_lettered bigint,
+	OUT last_error text,
+	OUT last_error_at timestamptz,
+	OUT started_at timestamptz,
+	OUT database name)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'grelout_relay_stats_1_1'
+	LANGUAGE C STRICT VOLATILE;
+REVOKE ALL ON FUNCTION grelout.relay_stats_by_database() FROM PUBLIC;
+
+CREATE OR REPLACE VIEW grelout.relays AS
+	SELECT relay, pid, activity, in_flight, delivered, retried, dead_lettered,
+		last_error, last_error_at, started_at, database
+	FROM grelout.relay_stats_by_database();
+COMMENT ON VIEW grelout.relays
+	IS 'grelout relays: one row a relay of every served database, with live counters';

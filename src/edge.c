@@ -830,3 +830,78 @@ edge_cidr_list_parse(const char *text, EdgeCidr *cidrs, int max,
 	}
 	return n;
 }
+
+/* db_space: the white space trimmed around a database name. */
+static bool
+db_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* db_trim: the span without the white space around it. */
+static EdgeSpan
+db_trim(const char *start, size_t len)
+{
+	EdgeSpan	span;
+
+	while (len > 0 && db_space(start[0]))
+	{
+		start++;
+		len--;
+	}
+	while (len > 0 && db_space(start[len - 1]))
+		len--;
+	span.start = start;
+	span.len = len;
+	return span;
+}
+
+/*
+ * edge_database_list: parse grelout.database.  Returns 0 for "*" (every
+ * database with the extension); else the number of names, each a span of
+ * text (stored in names, up to max, when names is not NULL); or -1 with
+ * *error saying what is wrong: nothing named, an empty name, "*" among
+ * names, a name longer than EDGE_DATABASE_NAME_MAX bytes, more than
+ * EDGE_DATABASES_MAX names.  Names are taken as written: no case folding,
+ * no quoting (a name with a comma cannot be listed).
+ */
+int
+edge_database_list(const char *text, EdgeSpan *names, int max,
+				   const char **error)
+{
+	EdgeSpan	all = db_trim(text, strlen(text));
+	const char *p = text;
+	int			n = 0;
+
+	if (all.len == 0)
+	{
+		*error = "it names no database";
+		return -1;
+	}
+	if (all.len == 1 && all.start[0] == '*')
+		return 0;
+	for (;;)
+	{
+		const char *comma = strchr(p, ',');
+		EdgeSpan	name = db_trim(p, comma ? (size_t) (comma - p) : strlen(p));
+
+		if (name.len == 0)
+			*error = "a name in the list is empty";
+		else if (name.len == 1 && name.start[0] == '*')
+			*error = "* must stand alone";
+		else if (name.len > EDGE_DATABASE_NAME_MAX)
+			*error = "a name is longer than 63 bytes";
+		else if (n >= EDGE_DATABASES_MAX)
+			*error = "it lists too many databases";
+		else
+			*error = NULL;
+		if (*error != NULL)
+			return -1;
+		if (names != NULL && n < max)
+			names[n] = name;
+		n++;
+		if (comma == NULL)
+			return n;
+		p = comma + 1;
+	}
+}

@@ -101,4 +101,18 @@ typedef struct EdgeCidrList
 	EdgeCidr	cidrs[EDGE_CIDR_LIST_MAX];
 } EdgeCidrList;
 
+/*
+ * grelout.database: one database name, a comma-separated list of them, or
+ * "*".  A name is a span of the text, white space around it trimmed.
+ */
+#define EDGE_DATABASE_NAME_MAX	63	/* bytes: NAMEDATALEN - 1 */
+#define EDGE_DATABASES_MAX		1024
+typedef struct EdgeSpan
+{
+	const char *start;
+	size_t		len;
+} EdgeSpan;
+extern int	edge_database_list(const char *text, EdgeSpan *names, int max,
+							   const char **error);
+
 #endif							/* GRELOUT_EDGE_H */

@@ -27,6 +27,7 @@ PG_MODULE_MAGIC;
 char	   *grelout_database = NULL;
 char	   *grelout_role = NULL;
 int			grelout_workers = 1;
+int			grelout_max_relays = 16;
 bool		grelout_relay_enabled = true;
 int			grelout_poll_interval = 1500;
 int			grelout_batch_size = 100;
@@ -185,6 +186,24 @@ assign_allowed_networks(const char *newval, void *extra)
 }
 
 /*
+ * check_database: one database name, a comma-separated list of them, or
+ * "*" (every database with the extension).
+ */
+static bool
+check_database(char **newval, void **extra, GucSource source)
+{
+	const char *error = grelout_database_check(*newval);
+
+	if (error != NULL)
+	{
+		GUC_check_errmsg("invalid value for grelout.database: %s", error);
+		GUC_check_errhint("Give a database name, a comma-separated list of names, or * for every database in which the extension is installed.");
+		return false;
+	}
+	return true;
+}
+
+/*
  * define_settings: create every grelout.* setting with its default, range
  * and context, then reserve the prefix so a misspelt name is an error.
  */
@@ -192,16 +211,20 @@ static void
 define_settings(void)
 {
 	DefineCustomStringVariable("grelout.database",
-							   "Database whose outbox the relays serve.",
+							   "Databases whose outbox the relays serve: a name, a comma-separated list, or * for every database with the extension.",
 							   NULL, &grelout_database, "postgres",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+							   PGC_SIGHUP, 0, check_database, NULL, NULL);
 	DefineCustomStringVariable("grelout.role",
 							   "Role the relays connect as; empty means the bootstrap superuser.",
 							   NULL, &grelout_role, "",
 							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.workers",
-							"Number of relay processes.",
+							"Number of relay processes per served database.",
 							NULL, &grelout_workers, 1, 0, GRELOUT_MAX_WORKERS,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.max_relays",
+							"Most relay processes over all served databases.",
+							NULL, &grelout_max_relays, 16, 1, GRELOUT_MAX_RELAYS,
 							PGC_POSTMASTER, 0, NULL, NULL, NULL);
 	DefineCustomBoolVariable("grelout.relay",
 							 "Whether this server's relays claim and deliver messages.",
@@ -275,8 +298,9 @@ define_settings(void)
 
 /*
  * _PG_init: at server start (shared_preload_libraries), define the
- * settings, install the commit callback, reserve shared memory and register
- * the relays; loaded any other way, do nothing.
+ * settings, install the commit callback and the utility hooks, reserve
+ * shared memory and register the launcher, which starts the relays; loaded
+ * any other way, do nothing.
  */
 void
 _PG_init(void)
@@ -295,12 +319,14 @@ _PG_init(void)
 
 	grelout_loaded_at_preload = true;
 	grelout_shmem_install_hooks();
-	grelout_register_relays();
+	grelout_databases_init();
+	grelout_register_launcher();
 }
 
 /*
  * grelout_assert_preloaded: called by the install script, so that
- * CREATE EXTENSION fails when the library was not preloaded.
+ * CREATE EXTENSION fails when the library was not preloaded; when it was,
+ * the launcher hears of the new extension at commit.
  */
 Datum
 grelout_assert_preloaded(PG_FUNCTION_ARGS)
@@ -310,6 +336,7 @@ grelout_assert_preloaded(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("grelout must be loaded via \"shared_preload_libraries\""),
 				 errhint("Add grelout to shared_preload_libraries in postgresql.conf and restart the server.")));
+	grelout_extension_created();
 	PG_RETURN_VOID();
 }
 

@@ -19,6 +19,7 @@
 
 #define GRELOUT_VERSION			"1.1"
 #define GRELOUT_MAX_WORKERS		64
+#define GRELOUT_MAX_RELAYS		1024
 #define GRELOUT_LAST_ERROR_MAX	512		/* bytes of last_error kept */
 #define GRELOUT_TOPIC_MAX		255		/* bytes of a topic */
 #define GRELOUT_HANDLER_NAME_MAX	255	/* bytes of a handler name */
@@ -26,7 +27,8 @@
 /* grelout.c: settings */
 extern char *grelout_database;
 extern char *grelout_role;
-extern int	grelout_workers;
+extern int	grelout_workers;		/* per database */
+extern int	grelout_max_relays;
 extern bool grelout_relay_enabled;
 extern int	grelout_poll_interval;	/* ms */
 extern int	grelout_batch_size;
@@ -79,7 +81,16 @@ extern struct _SPI_plan *grelout_keep_plan(const char *sql, int nargs,
 										   Oid *argtypes, int cursor_options);
 
 /* relay.c */
-extern void grelout_register_relays(void);
 extern PGDLLEXPORT void grelout_relay_main(Datum arg);
+
+/* launcher.c */
+extern void grelout_register_launcher(void);
+extern const char *grelout_database_check(const char *value);
+extern bool grelout_database_all(void);
+extern PGDLLEXPORT void grelout_launcher_main(Datum arg);
+
+/* databases.c */
+extern void grelout_databases_init(void);
+extern void grelout_extension_created(void);
 
 #endif							/* GRELOUT_H */

@@ -86,7 +86,10 @@ typedef int64 MonoTime;
 /* Everything the loop carries from one turn to the next. */
 typedef struct RelayState
 {
-	int			index;
+	int			index;			/* slot */
+	int			relay;			/* number within the database */
+	char		dbname[NAMEDATALEN];
+	GreloutDbEntry *db;			/* the database's shared entry */
 	GreloutRelaySlot *slot;
 	HttpEngine *engine;
 	WaitEventSet *wes;
@@ -106,6 +109,8 @@ typedef struct RelayState
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
 	MonoTime	next_claim_at;	/* next due message, or the poll */
 	bool		extension_ready;
+	bool		extension_reported; /* to the launcher, once */
+	bool		looked;			/* a cycle has committed since the start */
 	StoreSchema schema;			/* read at the start of each cycle */
 	WebhookJob *to_start;
 	dlist_head	in_flight;		/* started, not yet finished */
@@ -130,8 +135,9 @@ typedef struct RelayState
 } RelayState;
 
 
-/* True while this relay owns the lease recovery. */
+/* True while this relay owns the lease recovery of its database. */
 static bool recovering_leases = false;
+static GreloutDbEntry *recovery_db = NULL;
 
 /* abandon_lease_recovery: let another relay do it if we could not. */
 static void
@@ -139,7 +145,7 @@ abandon_lease_recovery(int code, Datum arg)
 {
 	if (recovering_leases)
 	{
-		pg_atomic_write_u32(&grelout_shared->leases_recovered, LEASES_TO_RECOVER);
+		pg_atomic_write_u32(&recovery_db->leases_recovered, LEASES_TO_RECOVER);
 		recovering_leases = false;
 	}
 }
@@ -154,9 +160,9 @@ may_claim_after_restart(StoreSchema schema, uint64 *released)
 {
 	uint32		expected = LEASES_TO_RECOVER;
 
-	if (pg_atomic_read_u32(&grelout_shared->leases_recovered) == LEASES_RECOVERED)
+	if (pg_atomic_read_u32(&recovery_db->leases_recovered) == LEASES_RECOVERED)
 		return true;
-	if (!pg_atomic_compare_exchange_u32(&grelout_shared->leases_recovered,
+	if (!pg_atomic_compare_exchange_u32(&recovery_db->leases_recovered,
 										&expected, LEASES_RECOVERING))
 		return false;
 	recovering_leases = true;
@@ -170,35 +176,12 @@ lease_recovery_done(RelayState *st, uint64 released)
 {
 	if (!recovering_leases)
 		return;
-	pg_atomic_write_u32(&grelout_shared->leases_recovered, LEASES_RECOVERED);
+	pg_atomic_write_u32(&recovery_db->leases_recovered, LEASES_RECOVERED);
 	recovering_leases = false;
 	if (released > 0)
 		ereport(LOG,
-				(errmsg("grelout relay %d made " UINT64_FORMAT " messages claimed before the server started due again",
-						st->index + 1, released)));
-}
-
-/*
- * grelout_register_relays: at preload, register grelout.workers relays.
- */
-void
-grelout_register_relays(void)
-{
-	for (int i = 0; i < grelout_workers; i++)
-	{
-		BackgroundWorker worker;
-
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-		worker.bgw_restart_time = 2;
-		snprintf(worker.bgw_library_name, BGW_MAXLEN, "grelout");
-		snprintf(worker.bgw_function_name, BGW_MAXLEN, "grelout_relay_main");
-		snprintf(worker.bgw_name, BGW_MAXLEN, "grelout relay %d", i + 1);
-		snprintf(worker.bgw_type, BGW_MAXLEN, "grelout relay");
-		worker.bgw_main_arg = Int32GetDatum(i);
-		RegisterBackgroundWorker(&worker);
-	}
+				(errmsg("grelout relay %d made " UINT64_FORMAT " messages claimed before the server started due again in database \"%s\"",
+						st->relay, released, st->dbname)));
 }
 
 /* True while a database cycle runs: a cancel then cancels its statement. */
@@ -682,18 +665,41 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 }
 
 /*
+ * leave_without_extension: with grelout.database = '*', a database without
+ * the extension is not served: say so to the launcher and exit (it starts
+ * the relays again when CREATE EXTENSION grelout commits there).
+ */
+static void
+leave_without_extension(RelayState *st)
+{
+	grelout_slot_extension(st->slot, false);
+	ereport(st->extension_reported ? LOG : DEBUG1,
+			(errmsg("grelout relay %d leaves database \"%s\", which has no grelout extension",
+					st->relay, st->dbname)));
+	proc_exit(0);
+}
+
+/*
  * note_extension: log when the extension appears or goes; while it is
- * missing, claim and purge only at the poll interval.
+ * missing, claim and purge only at the poll interval (or, serving every
+ * database with the extension, leave).
  */
 static void
 note_extension(RelayState *st, bool ready)
 {
+	if (!ready && grelout_database_all())
+		leave_without_extension(st);
+	if (ready && !st->extension_reported)
+	{
+		grelout_slot_extension(st->slot, true);
+		st->extension_reported = true;
+	}
 	if (ready != st->extension_ready)
 	{
 		ereport(LOG,
 				(errmsg(ready ? "grelout relay %d found the grelout extension in database \"%s\", delivering" :
 						"grelout relay %d is waiting for CREATE EXTENSION grelout in database \"%s\"",
-						st->index + 1, grelout_database)));
+						st->relay, st->dbname)));
 		st->extension_ready = ready;
 	}
 	if (!ready)
@@ -728,6 +734,7 @@ static void
 cycle_committed(RelayState *st, bool ready, uint64 released)
 {
 	st->failed_cycles = 0;
+	st->looked = true;
 	lease_recovery_done(st, released);
 	note_extension(st, ready);
 	claim_dead_report(st);
@@ -898,7 +905,8 @@ db_due(RelayState *st)
 
 	if (now < st->retry_db_at)
 		return false;
-	return st->nsettles > 0 ||
+	/* the first cycle runs even while paused: it looks for the extension */
+	return !st->looked || st->nsettles > 0 ||
 		(may_claim(st) && (st->claim_wanted || now >= st->next_claim_at)) ||
 		(purge_wanted(st) && now >= st->next_purge_at);
 }
@@ -1006,13 +1014,13 @@ stop_if_done(RelayState *st)
 	if (settled)
 		ereport(LOG,
 				(errmsg("grelout relay %d stopping with %d requests unfinished",
-						st->index + 1, unfinished),
+						st->relay, unfinished),
 				 unfinished > 0 ?
 				 errdetail("Their messages were handed back with their attempt and are sent again at once.") : 0));
 	else
 		ereport(LOG,
 				(errmsg("grelout relay %d stopping with %d requests unfinished",
-						st->index + 1, unfinished),
+						st->relay, unfinished),
 				 errdetail("The last %d outcomes and hand-backs could not be written; their messages are sent again once their lease expires.",
 						   outcomes + unfinished)));
 	proc_exit(1);
@@ -1114,6 +1122,29 @@ pin_session(void)
 }
 
 /*
+ * relay_assignment: the database and number the launcher gave this relay's
+ * slot; false when the relay is to leave before it connects (the launcher
+ * stopped wanting it, or a command wants its database free).
+ */
+static bool
+relay_assignment(RelayState *st)
+{
+	GreloutRelaySlot *slot = st->slot;
+	bool		stop;
+
+	SpinLockAcquire(&slot->mutex);
+	st->relay = slot->relay;
+	st->db = &grelout_shared->dbs[slot->db_entry];
+	stop = slot->stop_requested;
+	SpinLockRelease(&slot->mutex);
+	SpinLockAcquire(&grelout_shared->mutex);
+	strlcpy(st->dbname, st->db->name, sizeof(st->dbname));
+	SpinLockRelease(&grelout_shared->mutex);
+	recovery_db = st->db;
+	return !stop && !grelout_aside_pending(slot->dboid);
+}
+
+/*
  * relay_init: signals, slot, connection, session settings, libcurl and the
  * wait set.
  */
@@ -1126,10 +1157,10 @@ relay_init(RelayState *st)
 	BackgroundWorkerUnblockSignals();
 
 	st->slot = grelout_slot_attach(st->index);
+	if (!relay_assignment(st))
+		proc_exit(0);
 	before_shmem_exit(abandon_lease_recovery, 0);
-	BackgroundWorkerInitializeConnection(grelout_database,
-										 (grelout_role && grelout_role[0]) ? grelout_role : NULL,
-										 0);
+	BackgroundWorkerInitializeConnectionByOid(st->slot->dboid, st->slot->roleoid, 0);
 	pin_session();
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -1161,7 +1192,7 @@ relay_init(RelayState *st)
 	set_activity(st, "idle");
 	ereport(LOG,
 			(errmsg("grelout relay %d started in database \"%s\"",
-					st->index + 1, grelout_database)));
+					st->relay, st->dbname)));
 }
 
 /*

@@ -1,9 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *	  Shared memory of grelout: one slot a relay, holding the latch that a
- *	  committing publisher sets to wake it and the live counters that the
- *	  grelout.relays view reads.
+ *	  Shared memory of grelout: one slot a relay (grelout.max_relays of
+ *	  them), holding the database it serves, the latch that a committing
+ *	  publisher of that database sets to wake it and the live counters that
+ *	  the grelout.relays view reads; one entry a served database; and the
+ *	  launcher's latch, which backends set to tell it what changed
+ *	  (launcher.c, databases.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -26,13 +29,28 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 PG_FUNCTION_INFO_V1(grelout_relay_stats);
+PG_FUNCTION_INFO_V1(grelout_relay_stats_1_1);
 
-/* shared_size: bytes needed for the relays' slots. */
+/*
+ * Database entries: one a relay at most is served at once; the rest show
+ * databases left unserved for lack of relays.
+ */
+#define DB_ENTRIES()	(grelout_max_relays + 32)
+
+/* slots_size: bytes of the header and the relays' slots. */
+static Size
+slots_size(void)
+{
+	return add_size(offsetof(GreloutShared, slots),
+					mul_size(grelout_max_relays, sizeof(GreloutRelaySlot)));
+}
+
+/* shared_size: bytes needed for the slots and the database entries. */
 static Size
 shared_size(void)
 {
-	return add_size(offsetof(GreloutShared, slots),
-					mul_size(Max(grelout_workers, 1), sizeof(GreloutRelaySlot)));
+	return add_size(MAXALIGN(slots_size()),
+					mul_size(DB_ENTRIES(), sizeof(GreloutDbEntry)));
 }
 
 /* grelout_shmem_request: ask the postmaster for our share of memory. */
@@ -57,15 +75,27 @@ grelout_shmem_startup(void)
 	grelout_shared = ShmemInitStruct("grelout", shared_size(), &found);
 	if (!found)
 	{
-		grelout_shared->nslots = Max(grelout_workers, 1);
-		pg_atomic_init_u32(&grelout_shared->leases_recovered, 0);
+		memset(grelout_shared, 0, offsetof(GreloutShared, slots));
+		SpinLockInit(&grelout_shared->mutex);
+		grelout_shared->launcher_pgprocno = -1;
+		grelout_shared->nslots = grelout_max_relays;
 		for (int i = 0; i < grelout_shared->nslots; i++)
 		{
 			GreloutRelaySlot *slot = &grelout_shared->slots[i];
 
 			memset(slot, 0, sizeof(GreloutRelaySlot));
 			SpinLockInit(&slot->mutex);
+			slot->state = SLOT_FREE;
 			slot->pgprocno = -1;
+		}
+		grelout_shared->ndbs = DB_ENTRIES();
+		grelout_shared->dbs = (GreloutDbEntry *)
+			((char *) grelout_shared + MAXALIGN(slots_size()));
+		for (int i = 0; i < grelout_shared->ndbs; i++)
+		{
+			memset(&grelout_shared->dbs[i], 0, sizeof(GreloutDbEntry));
+			pg_atomic_init_u32(&grelout_shared->dbs[i].leases_recovered,
+							   LEASES_TO_RECOVER);
 		}
 	}
 	LWLockRelease(AddinShmemInitLock);
@@ -82,8 +112,9 @@ grelout_shmem_install_hooks(void)
 }
 
 /*
- * grelout_wake_relays: set the latch of every running relay.  Called after a
- * commit that published or redrove, so a sleeping relay claims at once.
+ * grelout_wake_relays: set the latch of every running relay of this
+ * backend's database.  Called after a commit that published or redrove, so
+ * a sleeping relay claims at once; the relays of other databases sleep on.
  * Not while grelout.relay is off: the relays are paused and would only wake
  * to go back to sleep, a signal and a context switch for every commit; they
  * claim at once when a reload turns them back on.
@@ -96,15 +127,70 @@ grelout_wake_relays(void)
 
 	for (int i = 0; i < grelout_shared->nslots; i++)
 	{
-		int			procno = grelout_shared->slots[i].pgprocno;
+		GreloutRelaySlot *slot = &grelout_shared->slots[i];
+		int			procno;
 
+		/* dboid changes only while no relay runs in the slot */
+		if (slot->dboid != MyDatabaseId)
+			continue;
+		procno = slot->pgprocno;
 		pg_read_barrier();
 		if (procno >= 0)
 			SetLatch(&ProcGlobal->allProcs[procno].procLatch);
 	}
 }
 
-/* slot_detach: on relay exit, the slot no longer names a process. */
+/*
+ * grelout_wake_launcher: tell the launcher to look again: at pg_database
+ * and the settings (rescan), and at a database in which the extension was
+ * just created (extension_in, when valid).
+ */
+void
+grelout_wake_launcher(bool rescan, Oid extension_in)
+{
+	int			procno;
+
+	if (grelout_shared == NULL)
+		return;
+	SpinLockAcquire(&grelout_shared->mutex);
+	if (rescan)
+		grelout_shared->rescan = true;
+	if (OidIsValid(extension_in))
+	{
+		if (grelout_shared->npokes < GRELOUT_MAX_POKES)
+			grelout_shared->pokes[grelout_shared->npokes++] = extension_in;
+		else
+			grelout_shared->pokes_overflowed = true;
+	}
+	procno = grelout_shared->launcher_pgprocno;
+	SpinLockRelease(&grelout_shared->mutex);
+	if (procno >= 0)
+		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * grelout_aside_pending: does a backend's command want the relays out of
+ * this database (databases.c)?
+ */
+bool
+grelout_aside_pending(Oid dboid)
+{
+	bool		pending = false;
+
+	if (grelout_shared == NULL)
+		return false;
+	SpinLockAcquire(&grelout_shared->mutex);
+	for (int i = 0; i < GRELOUT_MAX_ASIDE; i++)
+		if (grelout_shared->asides[i].dboid == dboid)
+			pending = true;
+	SpinLockRelease(&grelout_shared->mutex);
+	return pending;
+}
+
+/*
+ * slot_detach: on relay exit, the slot no longer names a process; the
+ * launcher is told, to start another or free the slot.
+ */
 static void
 slot_detach(int code, Datum arg)
 {
@@ -114,13 +200,16 @@ slot_detach(int code, Datum arg)
 	slot->pgprocno = -1;
 	slot->pid = 0;
 	slot->in_flight = 0;
+	slot->state = SLOT_EXITED;
 	strlcpy(slot->activity, "stopped", sizeof(slot->activity));
 	SpinLockRelease(&slot->mutex);
+	grelout_wake_launcher(false, InvalidOid);
 }
 
 /*
- * grelout_slot_attach: a starting relay takes its slot.  Counters are kept
- * across restarts of the relay; they reset when the server restarts.
+ * grelout_slot_attach: a starting relay takes the slot the launcher gave
+ * it.  Counters are kept across restarts of the relay; they reset when the
+ * server restarts or the slot goes to another database.
  */
 GreloutRelaySlot *
 grelout_slot_attach(int index)
@@ -139,6 +228,7 @@ grelout_slot_attach(int index)
 	slot->in_flight = 0;
 	strlcpy(slot->activity, "starting", sizeof(slot->activity));
 	slot->pgprocno = MyProc->pgprocno;
+	slot->state = SLOT_RUNNING;
 	SpinLockRelease(&slot->mutex);
 	on_shmem_exit(slot_detach, PointerGetDatum(slot));
 	return slot;
@@ -166,6 +256,20 @@ grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
 	SpinLockRelease(&slot->mutex);
 }
 
+/*
+ * grelout_slot_extension: whether the relay found the extension in its
+ * database, for the launcher ('*' serves only databases with it).
+ */
+void
+grelout_slot_extension(GreloutRelaySlot *slot, bool found)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->extension_found = found;
+	slot->no_extension = !found;
+	SpinLockRelease(&slot->mutex);
+	grelout_wake_launcher(false, InvalidOid);
+}
+
 /* grelout_slot_error: remember the last delivery error and its time. */
 void
 grelout_slot_error(GreloutRelaySlot *slot, const char *error)
@@ -179,7 +283,77 @@ grelout_slot_error(GreloutRelaySlot *slot, const char *error)
 }
 
 /*
- * grelout_relay_stats: one row a relay slot, copied under its spinlock.
+ * relay_row: the columns of grelout.relays for one slot copy (values[0..9]),
+ * with the database's name as values[10] when with_database.
+ */
+static void
+relay_row(ReturnSetInfo *rsinfo, const GreloutRelaySlot *copy,
+		  bool with_database)
+{
+	Datum		values[11];
+	bool		nulls[11] = {0};
+
+	values[0] = Int32GetDatum(copy->relay);
+	if (copy->pid != 0)
+		values[1] = Int32GetDatum(copy->pid);
+	else
+		nulls[1] = true;
+	values[2] = CStringGetTextDatum(copy->activity[0] ? copy->activity : "not started");
+	values[3] = Int32GetDatum(copy->in_flight);
+	values[4] = Int64GetDatum((int64) copy->delivered);
+	values[5] = Int64GetDatum((int64) copy->retried);
+	values[6] = Int64GetDatum((int64) copy->dead);
+	if (copy->last_error_at != 0)
+	{
+		values[7] = CStringGetTextDatum(copy->last_error);
+		values[8] = TimestampTzGetDatum(copy->last_error_at);
+	}
+	else
+		nulls[7] = nulls[8] = true;
+	if (copy->started_at != 0)
+		values[9] = TimestampTzGetDatum(copy->started_at);
+	else
+		nulls[9] = true;
+	if (with_database)
+	{
+		NameData	name;
+		const GreloutDbEntry *db = &grelout_shared->dbs[copy->db_entry];
+
+		SpinLockAcquire(&grelout_shared->mutex);
+		namestrcpy(&name, db->oid == copy->dboid ? db->name : "");
+		SpinLockRelease(&grelout_shared->mutex);
+		values[10] = NameGetDatum(&name);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		return;
+	}
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * relay_rows: one row a relay slot in use, copied under its spinlock, in
+ * slot order; every database's, or only this database's.
+ */
+static void
+relay_rows(ReturnSetInfo *rsinfo, bool all_databases)
+{
+	for (int i = 0; i < grelout_shared->nslots; i++)
+	{
+		GreloutRelaySlot copy;
+
+		SpinLockAcquire(&grelout_shared->slots[i].mutex);
+		memcpy(&copy, &grelout_shared->slots[i], sizeof(copy));
+		SpinLockRelease(&grelout_shared->slots[i].mutex);
+
+		if (copy.state == SLOT_FREE ||
+			(!all_databases && copy.dboid != MyDatabaseId))
+			continue;
+		relay_row(rsinfo, &copy, all_databases);
+	}
+}
+
+/*
+ * grelout_relay_stats: grelout.relay_stats() of the 1.0 schema: one row a
+ * relay of this database, as 1.0 showed its relays.
  */
 Datum
 grelout_relay_stats(PG_FUNCTION_ARGS)
@@ -187,43 +361,46 @@ grelout_relay_stats(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	InitMaterializedSRF(fcinfo, 0);
+	if (grelout_shared != NULL)
+		relay_rows(rsinfo, false);
+	PG_RETURN_VOID();
+}
+
+/*
+ * grelout_relay_stats_1_1: grelout.relay_stats_by_database(): one row a
+ * relay of every served database, with the database, then one row (relay
+ * and pid null) a database left unserved for lack of relays.
+ */
+Datum
+grelout_relay_stats_1_1(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
 	if (grelout_shared == NULL)
 		PG_RETURN_VOID();
-
-	for (int i = 0; i < grelout_shared->nslots; i++)
+	relay_rows(rsinfo, true);
+	for (int i = 0; i < grelout_shared->ndbs; i++)
 	{
-		GreloutRelaySlot copy;
-		Datum		values[10];
-		bool		nulls[10] = {0};
+		GreloutDbEntry *db = &grelout_shared->dbs[i];
+		Datum		values[11] = {0};
+		bool		nulls[11] = {0};
+		NameData	name;
+		bool		unserved;
 
-		SpinLockAcquire(&grelout_shared->slots[i].mutex);
-		memcpy(&copy, &grelout_shared->slots[i], sizeof(copy));
-		SpinLockRelease(&grelout_shared->slots[i].mutex);
-
-		if (i >= grelout_workers)
+		SpinLockAcquire(&grelout_shared->mutex);
+		unserved = OidIsValid(db->oid) && db->unserved;
+		namestrcpy(&name, db->name);
+		SpinLockRelease(&grelout_shared->mutex);
+		if (!unserved)
 			continue;
-
-		values[0] = Int32GetDatum(i + 1);
-		if (copy.pid != 0)
-			values[1] = Int32GetDatum(copy.pid);
-		else
-			nulls[1] = true;
-		values[2] = CStringGetTextDatum(copy.activity[0] ? copy.activity : "not started");
-		values[3] = Int32GetDatum(copy.in_flight);
-		values[4] = Int64GetDatum((int64) copy.delivered);
-		values[5] = Int64GetDatum((int64) copy.retried);
-		values[6] = Int64GetDatum((int64) copy.dead);
-		if (copy.last_error_at != 0)
-		{
-			values[7] = CStringGetTextDatum(copy.last_error);
-			values[8] = TimestampTzGetDatum(copy.last_error_at);
-		}
-		else
-			nulls[7] = nulls[8] = true;
-		if (copy.started_at != 0)
-			values[9] = TimestampTzGetDatum(copy.started_at);
-		else
-			nulls[9] = true;
+		nulls[0] = nulls[1] = true;
+		values[2] = CStringGetTextDatum("unserved: every relay of grelout.max_relays is in use");
+		for (int c = 3; c <= 6; c++)
+			values[c] = Int64GetDatum(0);
+		values[3] = Int32GetDatum(0);
+		nulls[7] = nulls[8] = nulls[9] = true;
+		values[10] = NameGetDatum(&name);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	PG_RETURN_VOID();

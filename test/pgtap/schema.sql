@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(314);
+SELECT plan(316);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -279,7 +279,7 @@ SELECT columns_are('grelout', 'deliveries', ARRAY['message_id', 'handler', 'topi
 	'dead_at', 'created_at'], 'grelout.deliveries has the columns of the contract');
 SELECT has_column('grelout', 'relays', c, 'grelout.relays has column ' || c)
 FROM unnest(ARRAY['relay', 'pid', 'activity', 'in_flight', 'delivered', 'retried',
-	'dead_lettered', 'last_error', 'last_error_at', 'started_at']) AS c;
+	'dead_lettered', 'last_error', 'last_error_at', 'started_at', 'database']) AS c;
 
 -- the functions, in the extension's schema (public here)
 SELECT has_function('public', 'outbox_publish',
@@ -338,8 +338,8 @@ SELECT isnt_strict('public', 'outbox_publish', ARRAY['text', 'jsonb', 'text', 'j
 SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
 		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
-		'capture', 'uncapture', '_capture'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture and _capture');
+		'capture', 'uncapture', '_capture', 'relay_stats_by_database'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture and relay_stats_by_database');
 -- capture (issue 13): run as the caller (the table's owner is checked as
 -- current_user), search_path pinned; the trigger function runs as the writer
 SELECT isnt_definer('grelout', f, a, 'grelout.' || f || ' is SECURITY INVOKER')
@@ -378,7 +378,7 @@ SELECT function_privs_are('grelout', f, ARRAY[]::name[], 'public', ARRAY[]::text
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats', '_wake',
 	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
-	'_capture']::name[]) AS f;
+	'_capture', 'relay_stats_by_database']::name[]) AS f;
 SELECT function_privs_are('grelout', f, a, 'public', ARRAY[]::text[],
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM (VALUES ('capture', ARRAY['regclass', 'text', 'text[]', 'text[]']::name[]),

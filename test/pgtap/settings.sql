@@ -7,7 +7,7 @@
 -- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
 -- inside a function or transaction, so its outcome is read from psql's
 -- SQLSTATE variable; psql prints those expected errors on stderr.
-SELECT plan(129);
+SELECT plan(140);
 
 -- every setting of the contract: boot default, unit, type, context
 SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)
@@ -17,9 +17,10 @@ SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, c
 		split_part(s.expected, '|', 2), split_part(s.expected, '|', 3),
 		split_part(s.expected, '|', 4)))
 FROM (VALUES
-	('grelout.database', 'postgres||string|postmaster'),
+	('grelout.database', 'postgres||string|sighup'),
 	('grelout.role', '||string|postmaster'),
-	('grelout.workers', '1||integer|postmaster'),
+	('grelout.workers', '1||integer|sighup'),
+	('grelout.max_relays', '16||integer|postmaster'),
 	('grelout.relay', 'on||bool|sighup'),
 	('grelout.poll_interval', '1500|ms|integer|sighup'),
 	('grelout.batch_size', '100||integer|sighup'),
@@ -59,14 +60,17 @@ SELECT is((SELECT count(*) FROM pg_settings WHERE name LIKE 'grelout.%'
 	'no grelout setting is user-settable');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'grelout.' || s), 'postmaster',
 	format('grelout.%s needs a restart', s))
-FROM unnest(ARRAY['database', 'role', 'workers']) AS s;
+FROM unnest(ARRAY['role', 'max_relays']) AS s;
+SELECT is((SELECT context FROM pg_settings WHERE name = 'grelout.' || s), 'sighup',
+	format('grelout.%s applies on reload (the launcher follows it)', s))
+FROM unnest(ARRAY['database', 'workers']) AS s;
 
 -- ranges
 SELECT is((SELECT format('%s..%s', min_val, max_val) FROM pg_settings WHERE name = 'grelout.retry_jitter'),
 	'0..1', 'grelout.retry_jitter ranges from 0 to 1');
 SELECT ok((SELECT min_val::numeric >= m AND max_val IS NOT NULL FROM pg_settings WHERE name = 'grelout.' || s),
 	format('grelout.%s has a lower bound of at least %s and an upper bound', s, m))
-FROM (VALUES ('workers', 0), ('poll_interval', 1), ('batch_size', 1), ('concurrency', 1),
+FROM (VALUES ('workers', 0), ('max_relays', 1), ('poll_interval', 1), ('batch_size', 1), ('concurrency', 1),
 	('lease_duration', 1), ('request_timeout', 1), ('max_attempts', 1), ('retry_base', 1),
 	('retry_max', 1), ('max_payload_size', 1)) AS v(s, m);
 SELECT ok((SELECT min_val::numeric <= boot_val::numeric AND boot_val::numeric <= max_val::numeric
@@ -82,7 +86,7 @@ SELECT throws_ok($$SELECT set_config('grelout.batch_size', '5', false)$$, '55P02
 SELECT throws_ok($$ALTER ROLE CURRENT_USER SET grelout.poll_interval = '1s'$$, '55P02', NULL,
 	'ALTER ROLE SET of a reload setting is refused');
 SELECT throws_ok($$ALTER DATABASE grelout_regress SET grelout.database = 'x'$$, '55P02', NULL,
-	'ALTER DATABASE SET of a restart setting is refused');
+	'ALTER DATABASE SET of a reload setting is refused');
 
 -- the superuser setting: a superuser may SET it, with units, and within range
 SELECT lives_ok($$SET grelout.max_payload_size = '2MB'$$, 'a superuser may SET grelout.max_payload_size');
@@ -165,6 +169,19 @@ ALTER SYSTEM SET grelout.request_timeout = '-1s';
 SELECT is(:'SQLSTATE'::text, '22023', 'request_timeout -1s is out of range');
 ALTER SYSTEM SET grelout.workers = -1;
 SELECT is(:'SQLSTATE'::text, '22023', 'workers -1 is out of range');
+ALTER SYSTEM SET grelout.max_relays = 0;
+SELECT is(:'SQLSTATE'::text, '22023', 'max_relays 0 is out of range');
+ALTER SYSTEM SET grelout.database = ' ';
+SELECT is(:'SQLSTATE'::text, '22023', 'database '' '' names no database');
+ALTER SYSTEM SET grelout.database = 'app, *';
+SELECT is(:'SQLSTATE'::text, '22023', 'database ''app, *'': * must stand alone');
+ALTER SYSTEM SET grelout.database = 'app,,shop';
+SELECT is(:'SQLSTATE'::text, '22023', 'database ''app,,shop'' has an empty name');
+ALTER SYSTEM SET grelout.database = ' app , shop ';
+SELECT is(:'SQLSTATE'::text, '00000', 'database '' app , shop '' (a list) is accepted');
+ALTER SYSTEM SET grelout.database = '*';
+SELECT is(:'SQLSTATE'::text, '00000', 'database ''*'' is accepted');
+ALTER SYSTEM RESET grelout.database;
 ALTER SYSTEM SET grelout.relay = 'maybe';
 SELECT is(:'SQLSTATE'::text, '22023', 'relay ''maybe'' is not a boolean');
 ALTER SYSTEM SET grelout.batch_size = 'ten';

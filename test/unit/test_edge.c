@@ -4,7 +4,7 @@
  *	  Unit tests of src/edge.c, the parsers and checks at grelout's network
  *	  edge: header names and values, handler URLs, base64 and webhook
  *	  secrets, HTTP status and header lines, Retry-After, the classification
- *	  of endpoint addresses, and CIDRs.  Prints TAP.
+ *	  of endpoint addresses, CIDRs, and grelout.database lists.  Prints TAP.
  *
  * Also holds the regression cases found by the fuzz targets in fuzz/.
  *
@@ -843,6 +843,70 @@ test_url_mask(void)
 	mask_is("http://", "http://");
 }
 
+/* -------------------------------------------------------- databases */
+
+/* list_is: the names edge_database_list finds, joined by '|', or "*". */
+static void
+list_is(const char *text, const char *expected)
+{
+	EdgeSpan	names[4];
+	const char *error = "unset";
+	char		buf[512] = "";
+	int			n = edge_database_list(text, names, 4, &error);
+
+	if (n == 0)
+		strcpy(buf, "*");
+	for (int i = 0; i < n && i < 4; i++)
+	{
+		if (i > 0)
+			strcat(buf, "|");
+		strncat(buf, names[i].start, names[i].len);
+	}
+	if (n < 0)
+		snprintf(buf, sizeof(buf), "error: %s", error);
+	is_str(buf, expected, "grelout.database '%s'", text);
+}
+
+/* test_database_list: grelout.database as a name, a list or "*". */
+static void
+test_database_list(void)
+{
+	char		many[EDGE_DATABASES_MAX * 2 + 2];
+	char		long_name[70];
+	const char *error = NULL;
+
+	list_is("app", "app");
+	list_is("  app  ", "app");
+	list_is("*", "*");
+	list_is(" * ", "*");
+	list_is("app, shop ,billing", "app|shop|billing");
+	list_is("My Db,x", "My Db|x");
+	list_is("", "error: it names no database");
+	list_is(" \t ", "error: it names no database");
+	list_is("app,,shop", "error: a name in the list is empty");
+	list_is("app,", "error: a name in the list is empty");
+	list_is(",app", "error: a name in the list is empty");
+	list_is("app,*", "error: * must stand alone");
+	list_is("**", "**");
+	memset(long_name, 'a', 63);
+	long_name[63] = '\0';
+	is_int(edge_database_list(long_name, NULL, 0, &error), 1, "a name of 63 bytes");
+	strcat(long_name, "a");
+	is_int(edge_database_list(long_name, NULL, 0, &error), -1, "a name of 64 bytes is too long");
+	many[0] = '\0';
+	for (int i = 0; i < EDGE_DATABASES_MAX; i++)
+	{
+		if (i > 0)
+			strcat(many, ",");
+		strcat(many, "d");
+	}
+	is_int(edge_database_list(many, NULL, 0, &error), EDGE_DATABASES_MAX,
+		   "%d names fit (and are counted without room to store them)", EDGE_DATABASES_MAX);
+	strcat(many, ",d");
+	is_int(edge_database_list(many, NULL, 0, &error), -1, "one more is too many");
+	is_str(error, "it lists too many databases", "and says so");
+}
+
 int
 main(void)
 {
@@ -861,5 +925,6 @@ main(void)
 	test_addr_class();
 	test_cidr();
 	test_intervals();
+	test_database_list();
 	return done_testing();
 }

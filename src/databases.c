@@ -1,0 +1,342 @@
+/*-------------------------------------------------------------------------
+ *
+ * databases.c
+ *	  What a backend's commands mean to the relays of other databases: the
+ *	  relays step out of the way of DROP DATABASE, ALTER DATABASE ... RENAME
+ *	  and ... SET TABLESPACE, and CREATE DATABASE ... TEMPLATE of their
+ *	  database; the launcher hears of new, changed and dropped databases and
+ *	  of CREATE EXTENSION grelout.
+ *
+ * Those commands fail while another session is connected to the database
+ * (PostgreSQL waits about 5 s for it to leave, then errors).  Before one
+ * runs, the utility hook records the database in shared memory ("aside"),
+ * which keeps the launcher from starting relays there, sends each relay of
+ * the database SIGTERM (its own stop: requests in flight get a short grace
+ * period, the unfinished claims are handed back) and waits, a bounded
+ * time, for them to exit.  When the command's transaction ends, committed
+ * or not, the entry goes and the launcher looks again: the relays come
+ * back (in the renamed database, in the template that was copied) or not
+ * (the database was dropped).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "grelout.h"
+
+#include <signal.h>
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "shmem.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+/* Longest wait for the relays to leave (they need about 2 s at most). */
+#define ASIDE_WAIT_MS			15000
+
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* This backend's transaction holds aside entries. */
+static bool holds_asides = false;
+/* At the end of the transaction: tell the launcher to rescan. */
+static bool rescan_at_end = false;
+/* At commit: the extension may have been created in this database. */
+static bool extension_at_commit = false;
+
+/* option_named: the option called name among a statement's, or NULL. */
+static DefElem *
+option_named(List *options, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, options)
+	{
+		DefElem    *opt = lfirst_node(DefElem, lc);
+
+		if (strcmp(opt->defname, name) == 0)
+			return opt;
+	}
+	return NULL;
+}
+
+/*
+ * aside_target: the database whose relays must leave before this command
+ * runs, by name; NULL for any other command.  *copy says the command
+ * copies it (CREATE DATABASE ... TEMPLATE), which another role than its
+ * owner may do.
+ */
+static const char *
+aside_target(Node *parsetree, bool *copy)
+{
+	*copy = false;
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			return ((DropdbStmt *) parsetree)->dbname;
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+				return ((RenameStmt *) parsetree)->subname;
+			return NULL;
+		case T_AlterDatabaseStmt:
+			if (option_named(((AlterDatabaseStmt *) parsetree)->options, "tablespace"))
+				return ((AlterDatabaseStmt *) parsetree)->dbname;
+			return NULL;
+		case T_CreatedbStmt:
+			{
+				DefElem    *t = option_named(((CreatedbStmt *) parsetree)->options,
+											 "template");
+
+				/* createdb's default */
+				*copy = true;
+				return (t && t->arg) ? defGetString(t) : "template1";
+			}
+		default:
+			return NULL;
+	}
+}
+
+/* changes_databases: may this command change what the launcher serves? */
+static bool
+changes_databases(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_CreatedbStmt:
+		case T_DropdbStmt:
+		case T_AlterDatabaseStmt:
+			return true;
+		case T_RenameStmt:
+			return ((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE;
+		default:
+			return false;
+	}
+}
+
+/*
+ * may_run: could this role run the command on the database, by the checks
+ * PostgreSQL makes (its owner, or a superuser; to copy it, a role with
+ * CREATEDB, and its owner unless it is a template)?  A role that could not
+ * does not get to stop its relays.
+ */
+static bool
+may_run(Oid dboid, bool copy)
+{
+	HeapTuple	tup;
+	bool		is_template;
+
+	if (pg_database_ownercheck(dboid, GetUserId()))
+		return !copy || have_createdb_privilege();
+	if (!copy || !have_createdb_privilege())
+		return false;
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	is_template = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+	ReleaseSysCache(tup);
+	return is_template;
+}
+
+/* relays_in: is a relay of the database starting or running? */
+static bool
+relays_in(Oid dboid, int *signalled, int *nsignalled, int maxsignalled)
+{
+	bool		busy = false;
+
+	for (int i = 0; i < grelout_shared->nslots; i++)
+	{
+		GreloutRelaySlot *slot = &grelout_shared->slots[i];
+		bool		in;
+		int			pid;
+		bool		sent = false;
+
+		SpinLockAcquire(&slot->mutex);
+		in = slot->dboid == dboid &&
+			(slot->state == SLOT_STARTING || slot->state == SLOT_RUNNING);
+		pid = slot->pid;
+		SpinLockRelease(&slot->mutex);
+		if (!in)
+			continue;
+		busy = true;
+		if (pid == 0)
+			continue;			/* it sees the aside entry when it starts */
+
+		/*
+		 * One SIGTERM a relay: a second would cancel the settle in which
+		 * it hands its claims back.
+		 */
+		for (int k = 0; k < *nsignalled; k++)
+			if (signalled[k] == pid)
+				sent = true;
+		if (!sent && *nsignalled < maxsignalled)
+		{
+			kill(pid, SIGTERM);
+			signalled[(*nsignalled)++] = pid;
+		}
+	}
+	return busy;
+}
+
+/*
+ * step_aside: ask the relays of the database to leave, keep the launcher
+ * from starting them again until this transaction ends, and wait (at most
+ * ASIDE_WAIT_MS, cancellable) for them to be gone.
+ */
+static void
+step_aside(const char *dbname, bool copy)
+{
+	Oid			dboid = get_database_oid(dbname, true);
+	bool		recorded = false;
+	int			signalled[GRELOUT_MAX_RELAYS];
+	int			nsignalled = 0;
+	TimestampTz deadline;
+
+	if (!OidIsValid(dboid) || grelout_shared == NULL || !may_run(dboid, copy))
+		return;
+
+	SpinLockAcquire(&grelout_shared->mutex);
+	for (int i = 0; i < GRELOUT_MAX_ASIDE && !recorded; i++)
+	{
+		GreloutAside *a = &grelout_shared->asides[i];
+
+		if (!OidIsValid(a->dboid))
+		{
+			a->dboid = dboid;
+			a->pid = MyProcPid;
+			a->pgprocno = MyProc->pgprocno;
+			recorded = true;
+		}
+	}
+	SpinLockRelease(&grelout_shared->mutex);
+	if (!recorded)
+	{
+		ereport(WARNING,
+				(errmsg("grelout could not ask the relays to leave database \"%s\": too many such commands at once",
+						dbname)));
+		return;
+	}
+	holds_asides = true;
+	rescan_at_end = true;
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ASIDE_WAIT_MS);
+	while (relays_in(dboid, signalled, &nsignalled, lengthof(signalled)) &&
+		   GetCurrentTimestamp() < deadline)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 20, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * databases_process_utility: before a command that needs a database free
+ * of other sessions, the relays leave it; after a command that changes the
+ * databases, the launcher is told when the transaction ends.
+ */
+static void
+databases_process_utility(PlannedStmt *pstmt, const char *queryString,
+						  bool readOnlyTree, ProcessUtilityContext context,
+						  ParamListInfo params, QueryEnvironment *queryEnv,
+						  DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	bool		copy;
+	const char *aside = aside_target(parsetree, &copy);
+
+	if (aside != NULL)
+		step_aside(aside, copy);
+
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+
+	if (changes_databases(parsetree))
+		rescan_at_end = true;
+}
+
+/*
+ * grelout_extension_created: the install script runs in this transaction
+ * (CREATE EXTENSION grelout, directly, by CASCADE or from a restore): once
+ * it commits, the launcher serves this database.
+ */
+void
+grelout_extension_created(void)
+{
+	extension_at_commit = true;
+}
+
+/* clear_asides: this backend's entries go; the relays may come back. */
+static void
+clear_asides(void)
+{
+	SpinLockAcquire(&grelout_shared->mutex);
+	for (int i = 0; i < GRELOUT_MAX_ASIDE; i++)
+	{
+		GreloutAside *a = &grelout_shared->asides[i];
+
+		if (OidIsValid(a->dboid) && a->pid == MyProcPid)
+			a->dboid = InvalidOid;
+	}
+	SpinLockRelease(&grelout_shared->mutex);
+	holds_asides = false;
+}
+
+/*
+ * databases_xact_callback: at the end of the transaction (committed,
+ * aborted or prepared), clear the aside entries and tell the launcher what
+ * changed, and the relays of this database that the extension is here.
+ */
+static void
+databases_xact_callback(XactEvent event, void *arg)
+{
+	bool		committed;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			break;
+		default:
+			return;
+	}
+	if (!holds_asides && !rescan_at_end && !extension_at_commit)
+		return;
+	committed = (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT);
+	/* the rescan is asked for before the entries go (see the launcher) */
+	grelout_wake_launcher(rescan_at_end,
+						  (committed && extension_at_commit) ? MyDatabaseId : InvalidOid);
+	if (holds_asides)
+	{
+		clear_asides();
+		grelout_wake_launcher(false, InvalidOid);
+	}
+	/* relays waiting for CREATE EXTENSION here deliver at once */
+	if (committed && extension_at_commit)
+		grelout_wake_relays();
+	rescan_at_end = false;
+	extension_at_commit = false;
+}
+
+/* grelout_databases_init: install the utility hook and the callback. */
+void
+grelout_databases_init(void)
+{
+	RegisterXactCallback(databases_xact_callback, NULL);
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = databases_process_utility;
+}
