@@ -31,6 +31,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 
 static SPIPlanPtr claim_plan = NULL;
@@ -346,8 +347,24 @@ static const char *fanout_lock_sql_11 =
 "SELECT 1 FROM grelout.outbox o WHERE o.id = ANY ($1::uuid[])"
 " ORDER BY o.id FOR UPDATE OF o";
 
-/* 1.1: the fan-out outcomes, fenced by (message, handler, lease). */
+/*
+ * 1.1: the fan-out outcomes, fenced by (message, handler, lease).  A
+ * delivered row is deleted at once unless delivered rows are kept ($9), as
+ * an inline delivery is: its message's fanout_delivered (finalize_sql_11)
+ * keeps the fact that it was delivered.  Returns the messages of the rows
+ * so deleted.
+ */
 static const char *fanout_update_sql_11 =
+"WITH s AS MATERIALIZED ("
+" SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::text[],"
+"  $5::float8[], $6::text[], $7::int4[], $8::int4[])"
+"  AS s(id, handler, lease, state, delay_ms, error, status, duration_ms)),"
+" gone AS ("
+" DELETE FROM grelout.fanout f USING s"
+" WHERE NOT $9 AND s.state = 'delivered'"
+"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
+" RETURNING f.message_id),"
+" u AS ("
 "UPDATE grelout.fanout f SET"
 " state = CASE WHEN s.state = 'release' THEN 'pending' ELSE s.state END,"
 " attempts = CASE WHEN s.state = 'release' THEN greatest(f.attempts - 1, 0)"
@@ -362,23 +379,33 @@ static const char *fanout_update_sql_11 =
 " delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
 " dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
 " lease = NULL"
-" FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::text[], $5::float8[],"
-"  $6::text[], $7::int4[], $8::int4[])"
-"  AS s(id, handler, lease, state, delay_ms, error, status, duration_ms)"
-" WHERE f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease";
+" FROM s"
+" WHERE ($9 OR s.state <> 'delivered')"
+"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease)"
+" SELECT array_agg(DISTINCT gone.message_id) FROM gone";
 
 /*
  * 1.1: finalize the fan-out messages among $1 whose deliveries are all
  * finished: dead if one is dead, else delivered, and then, unless
- * delivered messages are kept ($2), deleted with their rows.
+ * delivered messages are kept ($2), deleted with their rows.  A message
+ * with no row left had them all delivered and deleted by the settle.  The
+ * unfinished messages among $3, whose delivered rows the settle deleted,
+ * keep that fact in fanout_delivered (for the handler triggers, which
+ * finish a message whose last unfinished delivery they delete only if
+ * another was delivered); a message finished here needs it no more.
  */
 static const char *finalize_sql_11 =
 "WITH t AS (SELECT DISTINCT x.id FROM unnest($1::uuid[]) AS x(id)),"
-" a AS ("
-" SELECT t.id, bool_or(f.state = 'dead') AS any_dead"
-" FROM t JOIN grelout.fanout f ON f.message_id = t.id"
+" a AS MATERIALIZED ("
+" SELECT t.id, bool_or(f.state = 'dead') IS TRUE AS any_dead"
+" FROM t LEFT JOIN grelout.fanout f ON f.message_id = t.id"
 " GROUP BY t.id"
-" HAVING NOT bool_or(f.state IN ('pending', 'processing'))),"
+" HAVING NOT bool_or(f.state IN ('pending', 'processing')) IS TRUE),"
+" marked AS ("
+" UPDATE grelout.outbox o SET fanout_delivered = true"
+" WHERE o.id = ANY ($3::uuid[]) AND NOT o.fanout_delivered"
+"  AND o.route = 'fanout' AND o.state IN ('pending', 'processing')"
+"  AND o.id NOT IN (SELECT a.id FROM a)),"
 " gone AS ("
 " DELETE FROM grelout.outbox o USING a"
 " WHERE NOT $2 AND NOT a.any_dead AND o.id = a.id"
@@ -728,18 +755,24 @@ lock_messages(Datum ids)
 		elog(ERROR, "could not lock fan-out messages: %s", SPI_result_code_string(ret));
 }
 
-/* finalize: finish the messages among ids whose rows are all finished. */
+/*
+ * finalize: finish the messages among ids whose rows are all finished;
+ * mark the others among delivered (nullable: none), whose delivered rows
+ * are gone, as delivered by some handler.
+ */
 static void
-finalize(Datum ids, bool keep_delivered)
+finalize(Datum ids, bool keep_delivered, Datum delivered)
 {
-	Oid			types[2] = {UUIDARRAYOID, BOOLOID};
-	Datum		values[2];
+	Oid			types[3] = {UUIDARRAYOID, BOOLOID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', delivered == (Datum) 0 ? 'n' : ' '};
 	int			ret;
 
-	prepare_once(&finalize_plan_11, finalize_sql_11, 2, types);
+	prepare_once(&finalize_plan_11, finalize_sql_11, 3, types);
 	values[0] = ids;
 	values[1] = BoolGetDatum(keep_delivered);
-	ret = SPI_execute_plan(finalize_plan_11, values, NULL, false, 0);
+	values[2] = delivered;
+	ret = SPI_execute_plan(finalize_plan_11, values, nulls, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "finalize failed: %s", SPI_result_code_string(ret));
 }
@@ -760,23 +793,27 @@ store_finalize_fanout(List *ids, bool keep_delivered)
 		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
 	arr = build_array(elems, NULL, n, UUIDOID);
 	lock_messages(arr);
-	finalize(arr, keep_delivered);
+	finalize(arr, keep_delivered, (Datum) 0);
 }
 
 /*
- * settle_fanout: the fan-out outcomes (1.1): update their rows, lock their
- * messages, then finalize the messages that have no unfinished row left.
+ * settle_fanout: the fan-out outcomes (1.1): update their rows (delete the
+ * delivered ones not kept), lock their messages, then finalize the
+ * messages that have no unfinished row left.
  */
 static void
 settle_fanout(SettleBatch *b, bool keep_delivered)
 {
-	Oid			types[8] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
-		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	Oid			types[9] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
+		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID,
+	BOOLOID};
 	Datum		ids = build_array(b->ids, NULL, b->n, UUIDOID);
-	Datum		values[8];
+	Datum		values[9];
+	Datum		deleted;
+	bool		isnull;
 	int			ret;
 
-	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 8, types);
+	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 9, types);
 	values[0] = ids;
 	values[1] = build_array(b->handlers, NULL, b->n, TEXTOID);
 	values[2] = build_array(b->leases, NULL, b->n, INT8OID);
@@ -785,11 +822,15 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 	values[5] = build_array(b->errors, b->error_nulls, b->n, TEXTOID);
 	values[6] = build_array(b->statuses, b->status_nulls, b->n, INT4OID);
 	values[7] = build_array(b->durations, b->duration_nulls, b->n, INT4OID);
+	values[8] = BoolGetDatum(keep_delivered);
 	ret = SPI_execute_plan(fanout_update_plan_11, values, NULL, false, 0);
-	if (ret != SPI_OK_UPDATE)
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
+	deleted = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		deleted = datumCopy(deleted, false, -1);
 	lock_messages(ids);
-	finalize(ids, keep_delivered);
+	finalize(ids, keep_delivered, isnull ? (Datum) 0 : deleted);
 }
 
 /*
