@@ -218,12 +218,18 @@ ALTER TABLE grelout.outbox
 	ADD COLUMN handler text,
 	ADD COLUMN last_status integer,
 	ADD COLUMN last_duration_ms integer,
+	ADD COLUMN fanout_delivered boolean NOT NULL DEFAULT false,
 	ADD CONSTRAINT outbox_route_check
 		CHECK (route IN ('new', 'waiting', 'single', 'fanout'));
 COMMENT ON COLUMN grelout.outbox.route
 	IS 'new (not yet routed), waiting (no handler matched), single (one inline delivery) or fanout (rows of grelout.fanout)';
 COMMENT ON COLUMN grelout.outbox.handler
 	IS 'the handler of the inline delivery (route single)';
+-- With keep_delivered off, the relay deletes a fan-out delivery's row as
+-- soon as it is delivered, rather than marking it delivered and deleting
+-- it with its message; the message keeps the fact that one was.
+COMMENT ON COLUMN grelout.outbox.fanout_delivered
+	IS 'route fanout: a delivery was delivered and its row deleted (keep_delivered off)';
 
 -- 1.0's messages: those of a topic with a handler are its inline delivery,
 -- whatever their state (a claim in flight under 1.0 settles by its lease
@@ -322,7 +328,8 @@ $reroute$;
 -- A deleted handler's unfinished deliveries go.  An inline one's message is
 -- unrouted again (routed to whatever matches it now, else it waits); a
 -- fan-out message that so loses its last unfinished delivery is finished
--- if another handler delivered it (dead if one went dead), else it is
+-- if another handler delivered it (a delivered row, or fanout_delivered:
+-- its row is gone) (dead if one went dead), else it is
 -- unrouted again, its rows gone.  So DELETE then INSERT of a handler loses
 -- nothing.  Finished deliveries of the handler stay, for the record.  As a
 -- statement trigger AFTER TRUNCATE, every handler is gone.
@@ -396,7 +403,8 @@ BEGIN
 		pg_catalog.array_agg(d.id) FILTER (WHERE NOT d.any_delivered)
 	INTO drop_ids, delivered_ids, dead_ids, unroute_ids
 	FROM (SELECT o.id,
-			pg_catalog.bool_or(f.state = 'delivered') IS TRUE AS any_delivered,
+			pg_catalog.bool_or(f.state = 'delivered') IS TRUE OR o.fanout_delivered
+				AS any_delivered,
 			pg_catalog.bool_or(f.state = 'dead') IS TRUE AS any_dead
 		FROM grelout.outbox AS o
 			LEFT JOIN grelout.fanout AS f ON f.message_id = o.id

@@ -534,40 +534,54 @@ queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 
 /*
  * route_step: route the messages committed since the last cycle (1.1), as
- * many as the claim may take (limit), claiming at once those routed to one
- * enabled handler and due; returns how many it claimed.  *full says a whole
- * batch was routed (more may be new), *blocked that a handler change in
- * progress held routing back (store_route).  Routing no more than can be claimed
- * keeps a single-handler message at one update, as in 1.0: routed and
- * claimed together, rather than routed now and claimed in a later cycle.
+ * many as the claim may take (limit deliveries), claiming at once their
+ * deliveries due to enabled handlers; returns how many it claimed.  *full
+ * says a whole batch was routed (more may be new), *cut that new messages
+ * were left because their deliveries no longer fit in limit, *blocked that
+ * a handler change in progress held routing back (store_route).  Routing no
+ * more than can be claimed keeps a delivery at one write, as in 1.0:
+ * routed and claimed together, rather than routed now and claimed in a
+ * later cycle.
  */
 static int
-route_step(RelayState *st, int limit, int64 lease, bool *full, bool *blocked)
+route_step(RelayState *st, int limit, int64 lease, bool *full, bool *cut,
+		   bool *blocked)
 {
 	uint64		nrows;
+	uint64		routed = 0;
 	int			claimed = 0;
 	SPITupleTable *tt;
 
-	tt = store_route(st->schema, limit, limit, grelout_lease_duration, lease,
-					 &nrows, blocked);
-	*full = (nrows >= (uint64) limit);
+	tt = store_route(st->schema, limit, limit,
+					 Min(grelout_batch_size, grelout_concurrency),
+					 grelout_lease_duration, lease, &nrows, blocked);
+	*cut = false;
 	for (uint64 i = 0; i < nrows; i++)
 	{
 		bool		isnull;
 
+		if (i == 0)
+			*cut = DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_CUT,
+											  &isnull));
+		if (!DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_FANOUT,
+										&isnull)))
+			routed++;
 		if (!DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_CLAIMED,
 										&isnull)))
 			continue;
 		queue_job(st, tt->vals[i], tt->tupdesc, lease);
 		claimed++;
 	}
+	*full = (routed >= (uint64) limit);
 	return claimed;
 }
 
 /*
  * claim_step: route new messages, claim up to limit deliveries and build
  * their requests, to be started once the claim commits; then schedule the
- * next claim.
+ * next claim.  When routing left new messages for want of slots, the
+ * claim is not run: the slots left are fewer than the next message needs,
+ * and the next settle, as requests finish, comes back for it.
  */
 static void
 claim_step(RelayState *st, int limit)
@@ -576,14 +590,16 @@ claim_step(RelayState *st, int limit)
 	uint64		nrows = 0;
 	int			claimed;
 	bool		routed_full;
+	bool		routed_cut;
 	bool		route_blocked;
 	List	   *fanout_dead = NIL;
 	SPITupleTable *tt;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	claimed = route_step(st, limit, lease, &routed_full, &route_blocked);
-	if (claimed < limit)
+	claimed = route_step(st, limit, lease, &routed_full, &routed_cut,
+						 &route_blocked);
+	if (claimed < limit && !routed_cut)
 	{
 		tt = store_claim(st->schema, limit - claimed, grelout_lease_duration,
 						 lease, grelout_max_attempts, grelout_dead_letter,
@@ -602,11 +618,13 @@ claim_step(RelayState *st, int limit)
 	/*
 	 * A full batch (routed or claimed) means more may be new or due;
 	 * otherwise sleep until the next due delivery (or lease), or the poll
-	 * interval.
+	 * interval.  Routing cut for want of slots waits for requests to
+	 * finish: their settle's cycle claims again.
 	 */
-	st->claim_wanted = routed_full || claimed + nrows >= (uint64) limit;
+	st->claim_wanted = !routed_cut &&
+		(routed_full || claimed + nrows >= (uint64) limit);
 	st->next_claim_at = ms_after(grelout_poll_interval);
-	if (!st->claim_wanted)
+	if (!st->claim_wanted && !routed_cut)
 	{
 		int64		due = store_next_due_ms(st->schema);
 

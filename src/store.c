@@ -31,6 +31,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/lsyscache.h"
 
 static SPIPlanPtr claim_plan = NULL;
@@ -139,10 +140,24 @@ static const char *release_sql =
  * matches the topic and whose filter the payload contains (enabled or
  * not) gets a delivery: none leaves the message waiting for a handler;
  * one makes it an inline delivery in its outbox row, as 1.0 kept it; more
- * make one grelout.fanout row each.  A message routed to one enabled
- * handler and due now is claimed in the same update (up to $2 of them),
- * so that it costs one update, as in 1.0: those rows come back with
- * "claimed" true and the claim's columns.
+ * make one grelout.fanout row each.
+ *
+ * The deliveries of a pending message due now to enabled handlers are
+ * claimed as they are routed, up to $2 of them, so that a delivery costs
+ * one write, as in 1.0: an inline one is claimed in the update that routes
+ * it, a fan-out row is inserted claimed ('processing', attempt 1, under
+ * the lease).  Routing stops, in id order, at the first message whose
+ * claimable deliveries no longer fit in $2, so that no fan-out row is left
+ * pending for a later claim to find among the dead index entries of the
+ * rows claimed before it (the claim's fan-out scan walks them all until
+ * a vacuum).  Only when $2 is as many as a claim can ever take ($6) is
+ * the first message routed whatever it needs, its deliveries beyond $2
+ * inserted pending: one that matches more handlers than that would
+ * otherwise never be routed.  Every routed message comes back as a row (fanout false,
+ * "claimed" saying whether its inline delivery was claimed), and every
+ * claimed fan-out row as a row of its own (fanout and claimed true), with
+ * the claim's columns; the last column, "cut", says that new messages
+ * were left for want of claim slots.
  */
 static const char *route_sql_11 =
 "WITH n AS ("
@@ -150,27 +165,45 @@ static const char *route_sql_11 =
 " FROM grelout.outbox o WHERE o.route = 'new'"
 " ORDER BY o.id LIMIT $1"
 " FOR UPDATE OF o SKIP LOCKED),"
-" m AS ("
-" SELECT n.id, h.name FROM n JOIN grelout.handlers h"
+" m AS MATERIALIZED ("
+" SELECT n.id, h.name,"
+"  h.enabled AND n.state = 'pending' AND n.available_at <= now() AS claimable,"
+"  h.url, h.headers, h.secret, h.previous_secret, h.timeout, h.max_attempts"
+" FROM n JOIN grelout.handlers h"
 "  ON grelout._topic_matches(h.topic, n.topic)"
 "  AND (h.filter IS NULL OR n.payload @> h.filter)),"
 " k AS MATERIALIZED ("
 " SELECT n.id, n.state, n.available_at, n.created_at,"
-"  count(m.name) AS matches, min(m.name) AS handler"
+"  count(m.name) AS matches, min(m.name) AS handler,"
+"  count(m.name) FILTER (WHERE m.claimable) AS claimable,"
+"  sum(count(m.name) FILTER (WHERE m.claimable)) OVER (ORDER BY n.id) AS upto,"
+"  row_number() OVER (ORDER BY n.id) AS rn"
 " FROM n LEFT JOIN m ON m.id = n.id"
 " GROUP BY n.id, n.state, n.available_at, n.created_at),"
+" kr AS MATERIALIZED ("
+" SELECT k.*, k.upto - k.claimable AS before FROM k"
+" WHERE k.upto <= $2 OR (k.rn = 1 AND $2 >= $6)),"
 " r AS MATERIALIZED ("
-" SELECT k.id, k.matches, k.handler, h.name, h.url, h.headers, h.secret,"
+" SELECT kr.id, kr.matches, kr.handler, h.name, h.url, h.headers, h.secret,"
 "  h.previous_secret, h.timeout, h.max_attempts,"
-"  h.name IS NOT NULL AND"
-"  row_number() OVER (PARTITION BY h.name IS NULL ORDER BY k.id) <= $2"
-"  AS claimed"
-" FROM k LEFT JOIN grelout.handlers h ON h.name = k.handler AND h.enabled"
-"  AND k.matches = 1 AND k.state = 'pending' AND k.available_at <= now()),"
+"  h.name IS NOT NULL AS claimed,"
+"  kr.matches > 1 AND kr.claimable > 0 AND kr.before < $2 AS fan_claimed"
+" FROM kr LEFT JOIN grelout.handlers h ON h.name = kr.handler AND h.enabled"
+"  AND kr.matches = 1 AND kr.state = 'pending' AND kr.available_at <= now()),"
+" d AS MATERIALIZED ("
+" SELECT m.*, kr.available_at AS due, kr.created_at,"
+"  m.claimable AND kr.before + row_number() OVER ("
+"   PARTITION BY m.id ORDER BY m.claimable DESC, m.name) <= $2 AS claimed"
+" FROM m JOIN kr ON kr.id = m.id AND kr.matches > 1),"
 " f AS ("
-" INSERT INTO grelout.fanout (message_id, handler, available_at, created_at)"
-" SELECT m.id, m.name, k.available_at, k.created_at"
-" FROM m JOIN k ON k.id = m.id AND k.matches > 1)"
+" INSERT INTO grelout.fanout (message_id, handler, state, attempts,"
+"  available_at, lease, created_at)"
+" SELECT d.id, d.name, CASE WHEN d.claimed THEN 'processing' ELSE 'pending' END,"
+"  CASE WHEN d.claimed THEN 1 ELSE 0 END,"
+"  CASE WHEN d.claimed THEN now() + $3 * interval '1 millisecond' ELSE d.due END,"
+"  CASE WHEN d.claimed THEN $4 END, d.created_at"
+" FROM d),"
+" u AS ("
 " UPDATE grelout.outbox o SET"
 "  route = CASE WHEN r.matches = 0 THEN 'waiting'"
 "   WHEN r.matches = 1 THEN 'single' ELSE 'fanout' END,"
@@ -181,11 +214,23 @@ static const char *route_sql_11 =
 "   THEN now() + $3 * interval '1 millisecond' ELSE o.available_at END,"
 "  lease = CASE WHEN r.claimed THEN $4 ELSE o.lease END"
 " FROM r"
-" WHERE o.id = r.id AND o.id = ANY (ARRAY(SELECT id FROM n))"
+" WHERE o.id = r.id AND o.id = ANY (ARRAY(SELECT id FROM r))"
 " RETURNING o.id, o.topic, o.key,"
-"  CASE WHEN r.claimed THEN o.payload::text END, o.headers, o.attempts,"
-"  false, coalesce(r.max_attempts, $5), r.url, r.headers, r.secret,"
-"  r.previous_secret, r.timeout, o.last_error, r.name, false, r.claimed";
+"  CASE WHEN r.claimed OR r.fan_claimed THEN o.payload::text END AS payload,"
+"  o.headers, o.attempts, coalesce(r.max_attempts, $5) AS max_attempts,"
+"  r.url, r.headers AS handler_headers, r.secret, r.previous_secret,"
+"  r.timeout, o.last_error, r.name, r.claimed),"
+" cut AS (SELECT (SELECT count(*) FROM n) > (SELECT count(*) FROM kr) AS cut)"
+" SELECT u.id, u.topic, u.key, u.payload, u.headers, u.attempts, false,"
+"  u.max_attempts, u.url, u.handler_headers, u.secret, u.previous_secret,"
+"  u.timeout, u.last_error, u.name, false, u.claimed, cut.cut"
+" FROM u, cut"
+" UNION ALL"
+" SELECT d.id, u.topic, u.key, u.payload, u.headers, 1, false,"
+"  coalesce(d.max_attempts, $5), d.url, d.headers, d.secret,"
+"  d.previous_secret, d.timeout, NULL::text, d.name, true, true, cut.cut"
+" FROM d JOIN u ON u.id = d.id, cut"
+" WHERE d.claimed";
 
 /*
  * 1.1: the claim, per enabled handler, from its inline deliveries and its
@@ -302,8 +347,24 @@ static const char *fanout_lock_sql_11 =
 "SELECT 1 FROM grelout.outbox o WHERE o.id = ANY ($1::uuid[])"
 " ORDER BY o.id FOR UPDATE OF o";
 
-/* 1.1: the fan-out outcomes, fenced by (message, handler, lease). */
+/*
+ * 1.1: the fan-out outcomes, fenced by (message, handler, lease).  A
+ * delivered row is deleted at once unless delivered rows are kept ($9), as
+ * an inline delivery is: its message's fanout_delivered (finalize_sql_11)
+ * keeps the fact that it was delivered.  Returns the messages of the rows
+ * so deleted.
+ */
 static const char *fanout_update_sql_11 =
+"WITH s AS MATERIALIZED ("
+" SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::text[],"
+"  $5::float8[], $6::text[], $7::int4[], $8::int4[])"
+"  AS s(id, handler, lease, state, delay_ms, error, status, duration_ms)),"
+" gone AS ("
+" DELETE FROM grelout.fanout f USING s"
+" WHERE NOT $9 AND s.state = 'delivered'"
+"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
+" RETURNING f.message_id),"
+" u AS ("
 "UPDATE grelout.fanout f SET"
 " state = CASE WHEN s.state = 'release' THEN 'pending' ELSE s.state END,"
 " attempts = CASE WHEN s.state = 'release' THEN greatest(f.attempts - 1, 0)"
@@ -318,23 +379,33 @@ static const char *fanout_update_sql_11 =
 " delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
 " dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
 " lease = NULL"
-" FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::text[], $5::float8[],"
-"  $6::text[], $7::int4[], $8::int4[])"
-"  AS s(id, handler, lease, state, delay_ms, error, status, duration_ms)"
-" WHERE f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease";
+" FROM s"
+" WHERE ($9 OR s.state <> 'delivered')"
+"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease)"
+" SELECT array_agg(DISTINCT gone.message_id) FROM gone";
 
 /*
  * 1.1: finalize the fan-out messages among $1 whose deliveries are all
  * finished: dead if one is dead, else delivered, and then, unless
- * delivered messages are kept ($2), deleted with their rows.
+ * delivered messages are kept ($2), deleted with their rows.  A message
+ * with no row left had them all delivered and deleted by the settle.  The
+ * unfinished messages among $3, whose delivered rows the settle deleted,
+ * keep that fact in fanout_delivered (for the handler triggers, which
+ * finish a message whose last unfinished delivery they delete only if
+ * another was delivered); a message finished here needs it no more.
  */
 static const char *finalize_sql_11 =
 "WITH t AS (SELECT DISTINCT x.id FROM unnest($1::uuid[]) AS x(id)),"
-" a AS ("
-" SELECT t.id, bool_or(f.state = 'dead') AS any_dead"
-" FROM t JOIN grelout.fanout f ON f.message_id = t.id"
+" a AS MATERIALIZED ("
+" SELECT t.id, bool_or(f.state = 'dead') IS TRUE AS any_dead"
+" FROM t LEFT JOIN grelout.fanout f ON f.message_id = t.id"
 " GROUP BY t.id"
-" HAVING NOT bool_or(f.state IN ('pending', 'processing'))),"
+" HAVING NOT bool_or(f.state IN ('pending', 'processing')) IS TRUE),"
+" marked AS ("
+" UPDATE grelout.outbox o SET fanout_delivered = true"
+" WHERE o.id = ANY ($3::uuid[]) AND NOT o.fanout_delivered"
+"  AND o.route = 'fanout' AND o.state IN ('pending', 'processing')"
+"  AND o.id NOT IN (SELECT a.id FROM a)),"
 " gone AS ("
 " DELETE FROM grelout.outbox o USING a"
 " WHERE NOT $2 AND NOT a.any_dead AND o.id = a.id"
@@ -469,10 +540,15 @@ store_schema(void)
 
 /*
  * store_route: route up to limit new messages (1.1; nothing on 1.0),
- * claiming at most claim_limit of those routed to one enabled handler and
- * due.  *nrows is how many were routed; the rows (columns as enum CLAIM_*,
- * CLAIM_CLAIMED saying which were claimed) are in the returned table until
- * SPI_finish.  *blocked says a handler change in progress held routing
+ * claiming at most claim_limit of their deliveries that are due to enabled
+ * handlers, and routing no message whose deliveries no longer fit unless
+ * claim_limit is claim_max, the most a claim may ever take (see
+ * route_sql_11).  *nrows is how many rows came back, in the returned table
+ * until SPI_finish (columns as enum CLAIM_*): one a routed message
+ * (CLAIM_FANOUT false, CLAIM_CLAIMED saying whether its inline delivery
+ * was claimed) and one a claimed fan-out delivery (CLAIM_FANOUT and
+ * CLAIM_CLAIMED true); CLAIM_CUT says new messages were left for want of
+ * claim slots.  *blocked says a handler change in progress held routing
  * back.
  *
  * Routing runs under the routing lock in shared mode, tried and never
@@ -484,11 +560,11 @@ store_schema(void)
  * lock is the transaction's: it goes with the cycle's commit.
  */
 SPITupleTable *
-store_route(StoreSchema schema, int limit, int claim_limit, int lease_ms,
-			int64 lease_token, uint64 *nrows, bool *blocked)
+store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
+			int lease_ms, int64 lease_token, uint64 *nrows, bool *blocked)
 {
-	Oid			types[5] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID};
-	Datum		values[5];
+	Oid			types[6] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID};
+	Datum		values[6];
 	int			ret;
 
 	*nrows = 0;
@@ -502,14 +578,15 @@ store_route(StoreSchema schema, int limit, int claim_limit, int lease_ms,
 		*blocked = true;
 		return NULL;
 	}
-	prepare_once(&route_plan_11, route_sql_11, 5, types);
+	prepare_once(&route_plan_11, route_sql_11, 6, types);
 	values[0] = Int32GetDatum(limit);
 	values[1] = Int32GetDatum(claim_limit);
 	values[2] = Float8GetDatum((double) lease_ms);
 	values[3] = Int64GetDatum(lease_token);
 	values[4] = Int32GetDatum(grelout_max_attempts);
+	values[5] = Int32GetDatum(claim_max);
 	ret = SPI_execute_plan(route_plan_11, values, NULL, false, 0);
-	if (ret != SPI_OK_UPDATE_RETURNING)
+	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
 	*nrows = SPI_processed;
 	return SPI_tuptable;
@@ -678,18 +755,24 @@ lock_messages(Datum ids)
 		elog(ERROR, "could not lock fan-out messages: %s", SPI_result_code_string(ret));
 }
 
-/* finalize: finish the messages among ids whose rows are all finished. */
+/*
+ * finalize: finish the messages among ids whose rows are all finished;
+ * mark the others among delivered (nullable: none), whose delivered rows
+ * are gone, as delivered by some handler.
+ */
 static void
-finalize(Datum ids, bool keep_delivered)
+finalize(Datum ids, bool keep_delivered, Datum delivered)
 {
-	Oid			types[2] = {UUIDARRAYOID, BOOLOID};
-	Datum		values[2];
+	Oid			types[3] = {UUIDARRAYOID, BOOLOID, UUIDARRAYOID};
+	Datum		values[3];
+	char		nulls[3] = {' ', ' ', delivered == (Datum) 0 ? 'n' : ' '};
 	int			ret;
 
-	prepare_once(&finalize_plan_11, finalize_sql_11, 2, types);
+	prepare_once(&finalize_plan_11, finalize_sql_11, 3, types);
 	values[0] = ids;
 	values[1] = BoolGetDatum(keep_delivered);
-	ret = SPI_execute_plan(finalize_plan_11, values, NULL, false, 0);
+	values[2] = delivered;
+	ret = SPI_execute_plan(finalize_plan_11, values, nulls, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "finalize failed: %s", SPI_result_code_string(ret));
 }
@@ -710,23 +793,27 @@ store_finalize_fanout(List *ids, bool keep_delivered)
 		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
 	arr = build_array(elems, NULL, n, UUIDOID);
 	lock_messages(arr);
-	finalize(arr, keep_delivered);
+	finalize(arr, keep_delivered, (Datum) 0);
 }
 
 /*
- * settle_fanout: the fan-out outcomes (1.1): update their rows, lock their
- * messages, then finalize the messages that have no unfinished row left.
+ * settle_fanout: the fan-out outcomes (1.1): update their rows (delete the
+ * delivered ones not kept), lock their messages, then finalize the
+ * messages that have no unfinished row left.
  */
 static void
 settle_fanout(SettleBatch *b, bool keep_delivered)
 {
-	Oid			types[8] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
-		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	Oid			types[9] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
+		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID,
+	BOOLOID};
 	Datum		ids = build_array(b->ids, NULL, b->n, UUIDOID);
-	Datum		values[8];
+	Datum		values[9];
+	Datum		deleted;
+	bool		isnull;
 	int			ret;
 
-	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 8, types);
+	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 9, types);
 	values[0] = ids;
 	values[1] = build_array(b->handlers, NULL, b->n, TEXTOID);
 	values[2] = build_array(b->leases, NULL, b->n, INT8OID);
@@ -735,11 +822,15 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 	values[5] = build_array(b->errors, b->error_nulls, b->n, TEXTOID);
 	values[6] = build_array(b->statuses, b->status_nulls, b->n, INT4OID);
 	values[7] = build_array(b->durations, b->duration_nulls, b->n, INT4OID);
+	values[8] = BoolGetDatum(keep_delivered);
 	ret = SPI_execute_plan(fanout_update_plan_11, values, NULL, false, 0);
-	if (ret != SPI_OK_UPDATE)
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
+	deleted = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+		deleted = datumCopy(deleted, false, -1);
 	lock_messages(ids);
-	finalize(ids, keep_delivered);
+	finalize(ids, keep_delivered, isnull ? (Datum) 0 : deleted);
 }
 
 /*

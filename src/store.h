@@ -34,7 +34,8 @@ enum
 	CLAIM_LAST_ERROR,
 	CLAIM_HANDLER,				/* the handler's name; NULL on a 1.0 schema */
 	CLAIM_FANOUT,				/* a grelout.fanout row, not an inline one */
-	CLAIM_CLAIMED				/* routing only: claimed as it was routed */
+	CLAIM_CLAIMED,				/* routing only: claimed as it was routed */
+	CLAIM_CUT					/* routing only: new messages left, no slot */
 };
 
 /*
@@ -76,7 +77,7 @@ typedef struct SettleItem
 
 extern StoreSchema store_schema(void);
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
-								  int lease_ms, int64 lease_token,
+								  int claim_max, int lease_ms, int64 lease_token,
 								  uint64 *nrows, bool *blocked);
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,

@@ -10,7 +10,9 @@
 # routing back until it commits; a delayed message is routed at once and
 # sent when due; last_status and last_duration_ms of both kinds; the
 # retention purge and keep_delivered = off remove a fan-out message with its
-# rows; a stopping relay hands fan-out claims back.
+# rows, a delivered row at once (its message keeps that it was, for a
+# handler's deletion); a stopping relay hands fan-out claims back; more
+# deliveries than request slots are all delivered.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -275,6 +277,35 @@ my $k = publish('k.t');
 ok(wait_until(sub { $recv->count('/k') >= 2 }, 30), 'keep_delivered = off: delivered');
 ok(wait_until(sub { msg($k, 'count(*)') eq '0' }, 30), 'the message is deleted');
 is(sq("SELECT count(*) FROM grelout.fanout WHERE message_id = '$k'"), '0', 'with its rows');
+
+# ---- keep_delivered = off, mid-fan-out: a delivered row goes at once, and
+# its message keeps the fact, so that deleting the handler of its last
+# unfinished delivery finishes the message rather than routing it again
+handler('m-ok', 'm.t', '/m1');
+handler('m-off', 'm.t', '/m2', { enabled => 'false' });
+my $m = publish('m.t');
+ok(wait_until(sub { $recv->count('/m1') >= 1 && rows($m) eq 'm-off:pending' }, 30),
+	'keep_delivered = off: the delivered row is deleted at once, the paused one waits');
+ok(wait_until(sub { msg($m, 'fanout_delivered') eq 't' }, 30),
+	'the message keeps that a delivery was delivered');
+sq("DELETE FROM grelout.handlers WHERE name = 'm-off'");
+ok(wait_until(sub { msg($m, 'count(*)') eq '0' }, 30),
+	'deleting the paused handler finishes the message (and deletes it)');
+is($recv->count('/m1'), 1, 'the delivered handler is not sent it again');
+is($recv->count('/m2'), 0, 'the deleted one never was');
+
+# ---- more deliveries than request slots: routing claims what fits, and a
+# message wider than every slot is still routed and delivered
+set_conf($node, 'grelout.concurrency' => '2');
+handler("w-$_", 'w.t', "/w$_") for 1 .. 3;
+my @w = map { publish('w.t', qq({"n": $_})) } 1 .. 3;
+ok(wait_until(sub { !grep { $recv->count("/w$_") < 3 } 1 .. 3 }, 60),
+	'concurrency 2: three messages to three handlers, all nine delivered');
+ok(wait_until(sub {
+	sq("SELECT count(*) FROM grelout.outbox WHERE topic = 'w.t'") eq '0' }, 30),
+	'and the messages finished');
+is(join(',', map { $recv->count("/w$_") } 1 .. 3), '3,3,3', 'each once');
+set_conf($node, 'grelout.concurrency' => '50');
 
 $node->stop;
 $recv->stop;
