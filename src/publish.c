@@ -37,6 +37,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "store.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -618,6 +619,17 @@ grelout_redrive_1_1(PG_FUNCTION_ARGS)
 		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
+
+	/*
+	 * The redrive lock, exclusive, until commit: claims in progress, which
+	 * chose the heads of keys without this redrive, commit first, and the
+	 * claims that start before this commits leave ordered deliveries alone
+	 * (store_claim).  So a redriven head of a 'skip' handler never goes
+	 * out while a later message of its key is being claimed.
+	 */
+	(void) DirectFunctionCall2(pg_advisory_xact_lock_int4,
+							   Int32GetDatum(ROUTING_LOCK_KEY1),
+							   Int32GetDatum(REDRIVE_LOCK_KEY2));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -3,7 +3,8 @@
  * shmem.c
  *	  Shared memory of grelout: one slot a relay, holding the latch that a
  *	  committing publisher sets to wake it and the live counters that the
- *	  grelout.relays view reads.
+ *	  grelout.relays view reads, and the stamp that keeps message ids
+ *	  monotonic over the whole server (ids.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -59,6 +60,7 @@ grelout_shmem_startup(void)
 	{
 		grelout_shared->nslots = Max(grelout_workers, 1);
 		pg_atomic_init_u32(&grelout_shared->leases_recovered, 0);
+		pg_atomic_init_u64(&grelout_shared->last_id_stamp, 0);
 		for (int i = 0; i < grelout_shared->nslots; i++)
 		{
 			GreloutRelaySlot *slot = &grelout_shared->slots[i];

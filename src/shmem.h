@@ -2,7 +2,8 @@
  *
  * shmem.h
  *	  Shared memory of the relays: one slot a relay (its latch, its live
- *	  counters for grelout.relays) and the lease recovery flag.
+ *	  counters for grelout.relays), the lease recovery flag and the stamp
+ *	  of the last message id.
  *
  *-------------------------------------------------------------------------
  */
@@ -45,6 +46,12 @@ typedef struct GreloutShared
 	 * _RECOVERED.
 	 */
 	pg_atomic_uint32 leases_recovered;
+
+	/*
+	 * The (milliseconds << 12 | counter) stamp of the last message id made
+	 * by any backend of the server (ids.c): ids are monotonic server-wide.
+	 */
+	pg_atomic_uint64 last_id_stamp;
 	int			nslots;
 	GreloutRelaySlot slots[FLEXIBLE_ARRAY_MEMBER];
 } GreloutShared;
