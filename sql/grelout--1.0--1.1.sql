@@ -555,6 +555,8 @@ CREATE SEQUENCE grelout.route_seq;
 COMMENT ON SEQUENCE grelout.route_seq
 	IS 'the routing order of messages with a key, for ordered handlers';
 REVOKE ALL ON SEQUENCE grelout.route_seq FROM PUBLIC;
+-- pg_dump keeps its value: restored messages keep their order before new ones.
+SELECT pg_catalog.pg_extension_config_dump('grelout.route_seq', '');
 
 ALTER TABLE grelout.outbox ADD COLUMN seq bigint;
 COMMENT ON COLUMN grelout.outbox.seq
