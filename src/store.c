@@ -47,6 +47,7 @@ static SPIPlanPtr fanout_update_plan_11 = NULL;
 static SPIPlanPtr finalize_plan_11 = NULL;
 static SPIPlanPtr next_due_plan_11 = NULL;
 static SPIPlanPtr purge_plan_11 = NULL;
+static SPIPlanPtr any_ordered_plan_11 = NULL;
 
 /*
  * The claim.  Only messages of topics with an enabled handler, due now,
@@ -608,6 +609,20 @@ store_claim(StoreSchema schema, int limit, int lease_ms, int64 lease_token,
 		elog(ERROR, "claim failed: %s", SPI_result_code_string(ret));
 	*nrows = SPI_processed;
 	return SPI_tuptable;
+}
+
+/* store_any_ordered_handler: whether some handler has ordered = true (1.1). */
+bool
+store_any_ordered_handler(void)
+{
+	int			ret;
+
+	prepare_once(&any_ordered_plan_11,
+				 "SELECT 1 FROM grelout.handlers WHERE ordered LIMIT 1", 0, NULL);
+	ret = SPI_execute_plan(any_ordered_plan_11, NULL, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read the handlers: %s", SPI_result_code_string(ret));
+	return SPI_processed > 0;
 }
 
 /* build_array: a one-dimensional array of n datums of a type. */

@@ -93,6 +93,7 @@ extern StoreSchema store_schema(void);
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int lease_ms, int64 lease_token,
 								  uint64 *nrows, bool *blocked);
+extern bool store_any_ordered_handler(void);
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,
 								  bool dead_letter, uint64 *nrows);
