@@ -220,4 +220,5 @@ is(sq("SELECT outbox_redrive(handler => 'skp', message_id => '$s1')"), '1', 'ski
 ok(wait_until(sub { got('/skp', 'a') eq '2,3,1' }, 30), 'skip: the redriven one is sent at once');
 
 $node->stop;
+$recv->stop;
 done_testing();
