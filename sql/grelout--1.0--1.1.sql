@@ -61,7 +61,7 @@ COMMENT ON FUNCTION @extschema@.outbox_message_status(uuid)
 	IS 'the state of a message the calling role published, one row a handler';
 REVOKE ALL ON FUNCTION @extschema@.outbox_message_status(uuid) FROM PUBLIC;
 
--- outbox_purge gets a topic and, for operators, pending.  One function
+-- outbox_purge gets a topic, a message id and, for operators, pending.  One function
 -- replaces the 1.0 one, so outbox_purge('30 days') stays unambiguous, and
 -- the EXECUTE grants of the old signature carry over to the new one
 -- without becoming part of the extension's initial privileges (so pg_dump
@@ -69,14 +69,15 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_message_status(uuid) FROM PUBLIC;
 CREATE FUNCTION @extschema@.outbox_purge(
 	older_than interval DEFAULT NULL,
 	topic text DEFAULT NULL,
-	pending boolean DEFAULT false)
+	pending boolean DEFAULT false,
+	message_id uuid DEFAULT NULL)
 	RETURNS bigint
 	AS 'MODULE_PATHNAME', 'grelout_purge_1_1'
 	LANGUAGE C VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION @extschema@.outbox_purge(interval, text, boolean)
-	IS 'delete delivered and dead messages, optionally only older ones or of one topic; with pending, also the undelivered messages of a topic';
-REVOKE ALL ON FUNCTION @extschema@.outbox_purge(interval, text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_purge(interval, text, boolean, uuid)
+	IS 'delete delivered and dead messages, optionally only older ones, of one topic or one message; with pending, also the undelivered messages of a topic or the message';
+REVOKE ALL ON FUNCTION @extschema@.outbox_purge(interval, text, boolean, uuid) FROM PUBLIC;
 
 -- _carry_execute_grants: the administrator's EXECUTE grants on a function
 -- that 1.1 replaces by a new signature go to the new one, without becoming
@@ -117,7 +118,7 @@ REVOKE ALL ON FUNCTION grelout._carry_execute_grants(pg_catalog.regprocedure,
 
 SELECT grelout._carry_execute_grants(
 	'@extschema@.outbox_purge(interval)',
-	'@extschema@.outbox_purge(interval, text, boolean)');
+	'@extschema@.outbox_purge(interval, text, boolean, uuid)');
 
 DROP FUNCTION @extschema@.outbox_purge(interval);
 

@@ -300,15 +300,15 @@ SELECT function_returns('public', 'outbox_redrive', ARRAY['text', 'text', 'uuid'
 SELECT is(pg_get_function_arguments('public.outbox_redrive(text, text, uuid)'::regprocedure),
 	'topic text DEFAULT NULL::text, handler text DEFAULT NULL::text, message_id uuid DEFAULT NULL::uuid',
 	'outbox_redrive(topic DEFAULT NULL, handler DEFAULT NULL, message_id DEFAULT NULL)');
-SELECT has_function('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean'],
-	'outbox_purge(interval, text, boolean) exists');
+SELECT has_function('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid'],
+	'outbox_purge(interval, text, boolean, uuid) exists');
 SELECT hasnt_function('public', 'outbox_purge', ARRAY['interval'],
 	'the 1.0 signature outbox_purge(interval) is gone');
-SELECT function_returns('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean'], 'bigint',
+SELECT function_returns('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid'], 'bigint',
 	'outbox_purge returns bigint');
-SELECT is(pg_get_function_arguments('public.outbox_purge(interval, text, boolean)'::regprocedure),
-	'older_than interval DEFAULT NULL::interval, topic text DEFAULT NULL::text, pending boolean DEFAULT false',
-	'outbox_purge(older_than DEFAULT NULL, topic DEFAULT NULL, pending DEFAULT false)');
+SELECT is(pg_get_function_arguments('public.outbox_purge(interval, text, boolean, uuid)'::regprocedure),
+	'older_than interval DEFAULT NULL::interval, topic text DEFAULT NULL::text, pending boolean DEFAULT false, message_id uuid DEFAULT NULL::uuid',
+	'outbox_purge(older_than DEFAULT NULL, topic DEFAULT NULL, pending DEFAULT false, message_id DEFAULT NULL)');
 SELECT has_function('public', 'outbox_message_status', ARRAY['uuid'], 'outbox_message_status(uuid) exists');
 SELECT is(pg_get_function_result('public.outbox_message_status(uuid)'::regprocedure),
 	'TABLE(state text, attempts integer, last_error text, available_at timestamp with time zone, created_at timestamp with time zone, topic text, handler text)',
