@@ -5,8 +5,9 @@
 # in commit order, never two of a key at once (the receiver checks both),
 # and none is lost.  Then the head of line: a dead head of a 'block'
 # handler holds exactly its key until it is redriven (by message id) or
-# purged, and grelout.deliveries shows what blocks; with 'skip' the next
-# goes, and a redriven delivery is sent at once.
+# purged, and grelout.deliveries shows what blocks; nor does it hold back
+# another handler of the same messages; with 'skip' the next goes, and a
+# redriven delivery is sent at once.
 #
 # The commit order of a key is known to the test: each publishing
 # transaction takes the key's counter row (a lock of the test's own, not
@@ -207,6 +208,25 @@ sleep(1);
 is(got('/blk', 'c'), '', 'block: key c held');
 is(sq("SELECT outbox_purge(message_id => '$c1')"), '1', 'block: the dead head purged by message id');
 ok(wait_until(sub { got('/blk', 'c') eq '2' }, 30), 'block: then the next goes');
+
+# ---- fan-out: a blocked key of an ordered handler holds back neither the
+# other handler of the same messages nor its own other keys
+handler('fob', '/fob', 'block');
+sq("INSERT INTO grelout.handlers (name, topic, url) VALUES ('foall', 'fob.#', '"
+	. $recv->url('/foall') . "')");
+$recv->script('/fob', [ { status => 500 }, { status => 500 } ], {});
+my $f1 = publish('fob.a', 'a', 1);
+ok(wait_until(sub { sq("SELECT state FROM grelout.deliveries WHERE message_id = '$f1'"
+	. " AND handler = 'fob'") eq 'dead' }, 30), 'fan-out: the head of key a goes dead for the ordered handler');
+my $f2 = publish('fob.a', 'a', 2);
+publish('fob.b', 'b', 1);
+ok(wait_until(sub { got('/foall', 'a') eq '1,2' && got('/fob', 'b') eq '1' }, 30),
+	'fan-out: the other handler gets key a, the ordered one key b');
+is(got('/fob', 'a'), '', 'fan-out: the ordered handler holds key a');
+is(sq("SELECT blocked_by FROM grelout.deliveries WHERE message_id = '$f2' AND handler = 'fob'"),
+	$f1, 'fan-out: grelout.deliveries shows what blocks');
+is(sq("SELECT outbox_redrive(handler => 'fob', message_id => '$f1')"), '1', 'fan-out: redrive the head');
+ok(wait_until(sub { got('/fob', 'a') eq '1,2' }, 30), 'fan-out: then key a flows, in order');
 
 # ---- 'skip': the next goes; a redriven delivery goes at once
 handler('skp', '/skp', 'skip');
