@@ -13,6 +13,9 @@ up; not meant to be run by hand.  Measures, against that cluster and nginx:
   4. commit-to-arrival latency at 50 msgs/s (timestamped by a receiver)
   5. throughput with 1M dead and 1M delayed rows in the table
   6. the relays' resident memory after 100k and 1M deliveries
+  7. fan-out to 3 handlers against figure 2's single handler
+  9. per-key ordering: a backlog over 1,000 keys drained by an ordered
+     handler against an unordered one, and the latency at 50 msgs/s
 
 and writes WORK/results.md.  Exits non-zero only when the benchmark breaks.
 
@@ -408,16 +411,19 @@ class Bench:
         self.load_note('fig 1 end')
 
     # -- figure 2 ------------------------------------------------------------
-    def publish_backlog(self, n, topic='bench', chunk=100_000):
-        """n messages through outbox_publish, chunk a transaction."""
+    def publish_backlog(self, n, topic='bench', chunk=100_000, keys=None):
+        """n messages through outbox_publish, chunk a transaction; with keys,
+        message g has key mod(g, keys) (so the keys interleave)."""
         done = 0
+        key = "(mod(g, %d))::text" % keys if keys else 'NULL'
         while done < n:
             k = min(chunk, n - done)
-            self.q("SELECT count(outbox_publish(%%s, %s)) FROM generate_series(%d, %d) g"
-                   % (payload_sql('g', 'mod(g, 100000)'), done + 1, done + k), (topic,))
+            self.q("SELECT count(outbox_publish(%%s, %s, key => %s))"
+                   " FROM generate_series(%d, %d) g"
+                   % (payload_sql('g', 'mod(g, 100000)'), key, done + 1, done + k), (topic,))
             done += k
 
-    def drain(self, n, label, topic='bench', per_message=1):
+    def drain(self, n, label, topic='bench', per_message=1, keys=None):
         """publish n messages with the relays paused, then time their delivery
         (per_message deliveries each: its topic's handlers); deliveries/s."""
         self.pause()
@@ -426,7 +432,7 @@ class Bench:
         if per_message > 1:
             self.q("DELETE FROM grelout.fanout f WHERE NOT EXISTS"
                    " (SELECT FROM grelout.outbox o WHERE o.id = f.message_id)")
-        self.publish_backlog(n, topic)
+        self.publish_backlog(n, topic, keys=keys)
         n_msgs, n = n, n * per_message
         # both queue tables: the fan-out rows of the previous runs are gone
         self.q('VACUUM ANALYZE grelout.outbox, grelout.fanout')
@@ -639,8 +645,41 @@ class Bench:
         self.res['figures']['5'] = {'rates': rates, 'rows': rows}
         self.load_note('fig 5 end')
 
+    # -- figure 9 ------------------------------------------------------------
+    def fig9(self):
+        """per-key ordering: the same keyed backlog (1,000 keys, interleaved)
+        to an ordered handler and to an unordered one, default settings; then
+        the latency of an ordered handler at the figure 4 rate."""
+        n = self.sz['backlog']
+        keys = 1000
+        log('figure 9: per-key ordering, %d messages over %d keys (default settings)'
+            % (n, keys))
+        self.load_note('fig 9 start')
+        out = {'messages': n, 'keys': keys, 'ordered': [], 'unordered': []}
+        # the ordered handler exists only for its runs: a relay flushes the
+        # commits of keyed claims while any handler is ordered
+        for run in range(self.sz['runs']):
+            for name in ('unordered', 'ordered'):
+                self.q("INSERT INTO grelout.handlers (name, topic, url, ordered)"
+                       " VALUES (%s, %s, %s, %s)",
+                       (name, name, self.nginx_url + '/' + name, name == 'ordered'))
+                out[name].append(self.drain(n, '%s run %d' % (name, run + 1),
+                                            topic=name, keys=keys))
+                self.pause()
+                self.q("DELETE FROM grelout.handlers WHERE name = %s", (name,))
+        rate = self.sz['latency_rate']
+        self.pause()
+        self.reset_tables()
+        out['rate'] = rate
+        out['latency'] = [self.latency_run('grelout', self.sz['latency_seconds'], rate,
+                                           keys=keys)
+                          for _ in range(self.sz['runs'])]
+        self.reset_tables()
+        self.res['figures']['9'] = out
+        self.load_note('fig 9 end')
+
     # -- figure 4 ------------------------------------------------------------
-    def latency_run(self, system, seconds, rate):
+    def latency_run(self, system, seconds, rate, keys=None):
         port_file = os.path.join(self.work, 'recv.port')
         log_file = os.path.join(self.work, 'recv.%s.log' % system)
         for f in (port_file, log_file):
@@ -657,8 +696,9 @@ class Bench:
         url = 'http://127.0.0.1:%d/latency' % port
         worker = None
         if system == 'grelout':
-            self.q("INSERT INTO grelout.handlers (topic, url) VALUES ('latency', %s)"
-                   " ON CONFLICT (name) DO UPDATE SET url = excluded.url", (url,))
+            self.q("INSERT INTO grelout.handlers (topic, url, ordered) VALUES ('latency', %s, %s)"
+                   " ON CONFLICT (name) DO UPDATE SET url = excluded.url,"
+                   " ordered = excluded.ordered", (url, keys is not None))
             self.set_conf(grelout__relay='on')
         else:
             self.pause()
@@ -680,7 +720,8 @@ class Bench:
                 time.sleep(wait)
             payload = PAYLOAD_FMT.format(n=i, c=i % 1000)
             if system == 'grelout':
-                cur.execute("SELECT outbox_publish('latency', %s::jsonb)", (payload,))
+                cur.execute("SELECT outbox_publish('latency', %s::jsonb, key => %s)",
+                            (payload, str(i % keys) if keys else None))
                 mid = str(cur.fetchone()[0])
             else:
                 mid = str(uuid.uuid4())
@@ -875,6 +916,8 @@ class Bench:
             if '2' not in self.res['figures']:
                 self.fig2_default()
             self.fig7()
+        if want('9'):
+            self.fig9()
         if want('4'):
             self.fig4()
         if want('5'):
@@ -1138,6 +1181,33 @@ def render(res, sz, quick):
                         x['messages'], sz['backlog']))
         targets.append(('7. fan-out', 'deliveries/s >= 0.8 x single handler',
                         '%.2f x' % (fan / single), fan / single >= 0.8))
+    if '9' in f:
+        x = f['9']
+        unordered = stats(x['unordered'])[0]
+        ordered = stats(x['ordered'])[0]
+        p99 = max(r['p99'] for r in x['latency'])
+        L.append('## 9. Per-key ordering\n')
+        L.append('%d messages over %d keys (message g has key g mod %d, so keys '
+                 'interleave), published with the relays paused and drained as in figure 2 '
+                 '(default settings), once to a handler with `ordered = true` (one delivery '
+                 'of a key in flight at a time) and once to an unordered handler. Then '
+                 'commit-to-arrival latency at %d msgs/s to an ordered handler, keys '
+                 'cycling over %d, as in figure 4.\n'
+                 % (x['messages'], x['keys'], x['keys'], x['rate'], x['keys']))
+        L.append('| drain | median deliveries/s | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('unordered', x['unordered']))
+        L.append(row3('ordered', x['ordered']))
+        L.append('')
+        L.append('Ratio (ordered / unordered): **%.2f**\n' % (ordered / unordered))
+        L.append('| run | n | p50 ms | p95 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- | --- |')
+        for i, r in enumerate(x['latency']):
+            L.append('| %d | %d | %.2f | %.2f | %.2f | %.2f |'
+                     % (i + 1, r['n'], r['p50'], r['p95'], r['p99'], r['max']))
+        L.append('')
+        targets.append(('9. ordered', 'deliveries/s >= 0.5 x unordered (1,000 keys)',
+                        '%.2f x' % (ordered / unordered), ordered / unordered >= 0.5))
+        targets.append(('9. ordered latency', 'p99 <= 10 ms at %d msgs/s' % x['rate'],
+                        '%.2f ms (worst run)' % p99, p99 <= 10))
     mem = res.get('mem', [])
     first = next((s for s in mem if s['label'] == 'after first drain'), None)
     second = next((s for s in mem if s['label'] == 'after %d' % sz['mem_second']), None)

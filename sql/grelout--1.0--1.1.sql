@@ -61,7 +61,7 @@ COMMENT ON FUNCTION @extschema@.outbox_message_status(uuid)
 	IS 'the state of a message the calling role published, one row a handler';
 REVOKE ALL ON FUNCTION @extschema@.outbox_message_status(uuid) FROM PUBLIC;
 
--- outbox_purge gets a topic and, for operators, pending.  One function
+-- outbox_purge gets a topic, a message id and, for operators, pending.  One function
 -- replaces the 1.0 one, so outbox_purge('30 days') stays unambiguous, and
 -- the EXECUTE grants of the old signature carry over to the new one
 -- without becoming part of the extension's initial privileges (so pg_dump
@@ -69,14 +69,15 @@ REVOKE ALL ON FUNCTION @extschema@.outbox_message_status(uuid) FROM PUBLIC;
 CREATE FUNCTION @extschema@.outbox_purge(
 	older_than interval DEFAULT NULL,
 	topic text DEFAULT NULL,
-	pending boolean DEFAULT false)
+	pending boolean DEFAULT false,
+	message_id uuid DEFAULT NULL)
 	RETURNS bigint
 	AS 'MODULE_PATHNAME', 'grelout_purge_1_1'
 	LANGUAGE C VOLATILE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp;
-COMMENT ON FUNCTION @extschema@.outbox_purge(interval, text, boolean)
-	IS 'delete delivered and dead messages, optionally only older ones or of one topic; with pending, also the undelivered messages of a topic';
-REVOKE ALL ON FUNCTION @extschema@.outbox_purge(interval, text, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.outbox_purge(interval, text, boolean, uuid)
+	IS 'delete delivered and dead messages, optionally only older ones, of one topic or one message; with pending, also the undelivered messages of a topic or the message';
+REVOKE ALL ON FUNCTION @extschema@.outbox_purge(interval, text, boolean, uuid) FROM PUBLIC;
 
 -- _carry_execute_grants: the administrator's EXECUTE grants on a function
 -- that 1.1 replaces by a new signature go to the new one, without becoming
@@ -117,7 +118,7 @@ REVOKE ALL ON FUNCTION grelout._carry_execute_grants(pg_catalog.regprocedure,
 
 SELECT grelout._carry_execute_grants(
 	'@extschema@.outbox_purge(interval)',
-	'@extschema@.outbox_purge(interval, text, boolean)');
+	'@extschema@.outbox_purge(interval, text, boolean, uuid)');
 
 DROP FUNCTION @extschema@.outbox_purge(interval);
 
@@ -620,3 +621,87 @@ CREATE OR REPLACE VIEW grelout.relays AS
 	FROM grelout.relay_stats_by_database();
 COMMENT ON VIEW grelout.relays
 	IS 'grelout relays: one row a relay of every served database, with live counters';
+-- issue 12: per-key ordering
+--
+-- A handler with ordered = true gets the messages of one key one at a
+-- time, in the order their commits became visible.  The relay gives every
+-- message with a key a number from grelout.route_seq when it routes it,
+-- that is when it first sees it committed, in id order within a routing
+-- batch; routing is serialized over the relays, so the numbers follow
+-- visibility.  A delivery of an ordered handler is claimed only when it is
+-- the head of its (handler, key): no delivery of the key with a smaller
+-- number is unfinished (pending, processing, or dead for on_dead =
+-- 'block') and none is in flight.  See README, "Per-key ordering".
+------------------------------------------------------------------------
+
+CREATE SEQUENCE grelout.route_seq;
+COMMENT ON SEQUENCE grelout.route_seq
+	IS 'the routing order of messages with a key, for ordered handlers';
+REVOKE ALL ON SEQUENCE grelout.route_seq FROM PUBLIC;
+-- pg_dump keeps its value: restored messages keep their order before new ones.
+SELECT pg_catalog.pg_extension_config_dump('grelout.route_seq', '');
+
+ALTER TABLE grelout.outbox ADD COLUMN seq bigint;
+COMMENT ON COLUMN grelout.outbox.seq
+	IS 'the routing order of a message with a key (NULL until routed, or without a key)';
+ALTER TABLE grelout.fanout
+	ADD COLUMN key text,
+	ADD COLUMN seq bigint;
+COMMENT ON COLUMN grelout.fanout.key IS 'the message''s key, copied at routing';
+COMMENT ON COLUMN grelout.fanout.seq IS 'the message''s routing order, copied at routing';
+
+-- Messages routed before this update take their order from their ids.
+UPDATE grelout.outbox AS o SET seq = s.seq
+FROM (SELECT x.id, pg_catalog.nextval('grelout.route_seq') AS seq
+	  FROM (SELECT id FROM grelout.outbox
+			WHERE key IS NOT NULL AND route IN ('single', 'fanout')
+			ORDER BY id) AS x) AS s
+WHERE o.id = s.id;
+UPDATE grelout.fanout AS f SET key = o.key, seq = o.seq
+FROM grelout.outbox AS o WHERE o.id = f.message_id AND o.key IS NOT NULL;
+
+-- The head test of the claim: the unfinished deliveries of a (handler,
+-- key) in routing order, and those of them in flight.
+CREATE INDEX outbox_key_idx ON grelout.outbox (handler, key, seq)
+	WHERE route = 'single' AND key IS NOT NULL
+		AND state IN ('pending', 'processing', 'dead');
+CREATE INDEX outbox_key_processing_idx ON grelout.outbox (handler, key)
+	WHERE route = 'single' AND key IS NOT NULL AND state = 'processing';
+CREATE INDEX fanout_key_idx ON grelout.fanout (handler, key, seq)
+	WHERE key IS NOT NULL AND state IN ('pending', 'processing', 'dead');
+CREATE INDEX fanout_key_processing_idx ON grelout.fanout (handler, key)
+	WHERE key IS NOT NULL AND state = 'processing';
+
+-- grelout.deliveries gains the key, the routing order ("seq": an ordered
+-- handler's deliveries of one key go in this order) and, for an
+-- unfinished delivery of an ordered handler with on_dead = 'block',
+-- "blocked_by": the dead delivery of its key that holds it (the oldest).
+CREATE OR REPLACE VIEW grelout.deliveries AS
+SELECT d.message_id, d.handler, d.topic, d.state, d.attempts,
+	d.available_at, d.last_error, d.last_status, d.last_duration_ms,
+	d.delivered_at, d.dead_at, d.created_at, d.key, d.seq,
+	CASE WHEN d.blockable AND d.state IN ('pending', 'processing') THEN
+	(SELECT b.message_id
+	 FROM (SELECT e.id AS message_id, e.seq FROM grelout.outbox AS e
+		   WHERE e.route = 'single' AND e.handler = d.handler AND e.key = d.key
+			   AND e.state = 'dead' AND e.seq < d.seq
+		   UNION ALL
+		   SELECT e.message_id, e.seq FROM grelout.fanout AS e
+		   WHERE e.handler = d.handler AND e.key = d.key
+			   AND e.state = 'dead' AND e.seq < d.seq) AS b
+	 ORDER BY b.seq LIMIT 1) END AS blocked_by
+FROM (SELECT o.id AS message_id, o.handler, o.topic, o.state, o.attempts,
+		o.available_at, o.last_error, o.last_status, o.last_duration_ms,
+		o.delivered_at, o.dead_at, o.created_at, o.key, o.seq,
+		h.ordered AND h.on_dead = 'block' AS blockable
+	  FROM grelout.outbox AS o
+		  LEFT JOIN grelout.handlers AS h ON h.name = o.handler
+	  WHERE o.route = 'single'
+	  UNION ALL
+	  SELECT f.message_id, f.handler, o.topic, f.state, f.attempts,
+		f.available_at, f.last_error, f.last_status, f.last_duration_ms,
+		f.delivered_at, f.dead_at, f.created_at, o.key, f.seq,
+		h.ordered AND h.on_dead = 'block'
+	  FROM grelout.fanout AS f
+		  JOIN grelout.outbox AS o ON o.id = f.message_id
+		  LEFT JOIN grelout.handlers AS h ON h.name = f.handler) AS d;

@@ -156,7 +156,7 @@ DELETE FROM grelout.outbox WHERE topic IN ('priv.other', 'priv.status');
 -- an operator role given EXECUTE on the operator functions can use them
 -- without any right on the tables
 CREATE ROLE regress_grelout_ops;
-GRANT EXECUTE ON FUNCTION outbox_redrive(text, text, uuid), outbox_purge(interval, text, boolean) TO regress_grelout_ops;
+GRANT EXECUTE ON FUNCTION outbox_redrive(text, text, uuid), outbox_purge(interval, text, boolean, uuid) TO regress_grelout_ops;
 UPDATE grelout.outbox SET state = 'dead', dead_at = now() WHERE topic = 'priv' AND dedup_key IS NULL;
 SET ROLE regress_grelout_ops;
 SELECT outbox_redrive('priv') AS ops_redrive;
@@ -191,5 +191,5 @@ RESET client_min_messages;
 TRUNCATE grelout.outbox;
 REVOKE ALL ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text),
 	outbox_message_status(uuid) FROM regress_grelout_app;
-REVOKE ALL ON FUNCTION outbox_redrive(text, text, uuid), outbox_purge(interval, text, boolean) FROM regress_grelout_ops;
+REVOKE ALL ON FUNCTION outbox_redrive(text, text, uuid), outbox_purge(interval, text, boolean, uuid) FROM regress_grelout_ops;
 DROP ROLE regress_grelout_app, regress_grelout_nobody, regress_grelout_ops;

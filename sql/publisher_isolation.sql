@@ -173,6 +173,11 @@ SELECT topic, count(*) FROM grelout.outbox WHERE topic LIKE 'iso.%' GROUP BY top
 SELECT outbox_publish('iso.nohandler', '{}') IS NOT NULL AS staged FROM generate_series(1, 3);
 UPDATE grelout.outbox SET state = 'dead', dead_at = now() - interval '2 days' WHERE topic = 'iso.plain';
 SELECT outbox_purge(topic => 'iso.nohandler') AS purge_topic_without_pending;
+-- one message by its id: pending only with pending => true
+SELECT outbox_purge(message_id => (SELECT id FROM grelout.outbox WHERE topic = 'iso.nohandler' ORDER BY id LIMIT 1))
+	AS purge_pending_id_without_pending;
+SELECT outbox_purge(message_id => (SELECT id FROM grelout.outbox WHERE topic = 'iso.nohandler' ORDER BY id LIMIT 1),
+	pending => true) AS purge_one_pending_by_id;
 SELECT pg_temp.try($$SELECT outbox_purge(pending => true)$$) AS pending_without_topic;
 SELECT outbox_purge('1 hour', 'iso.nohandler', true) AS pending_older_than_an_hour;
 SELECT outbox_purge(topic => 'iso.nohandler', pending => true) AS pending_purged;

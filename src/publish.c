@@ -39,6 +39,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "store.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -722,6 +723,17 @@ grelout_redrive_1_1(PG_FUNCTION_ARGS)
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 
+	/*
+	 * The redrive lock, exclusive, until commit: claims in progress, which
+	 * chose the heads of keys without this redrive, commit first, and the
+	 * claims that start before this commits leave ordered deliveries alone
+	 * (store_claim).  So a redriven head of a 'skip' handler never goes
+	 * out while a later message of its key is being claimed.
+	 */
+	(void) DirectFunctionCall2(pg_advisory_xact_lock_int4,
+							   Int32GetDatum(ROUTING_LOCK_KEY1),
+							   Int32GetDatum(REDRIVE_LOCK_KEY2));
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	ret = SPI_execute_with_args("WITH fr AS ("
@@ -802,38 +814,43 @@ grelout_purge(PG_FUNCTION_ARGS)
 }
 
 /*
- * grelout_purge_1_1: outbox_purge(older_than, topic, pending) RETURNS
- * bigint of the 1.1 schema.  As in 1.0 it deletes delivered and dead
- * messages (of topic only, when given); with pending => true it also
- * deletes the undelivered (pending or processing) messages of topic, for
- * messages no handler will ever take, and then a topic is required.
+ * grelout_purge_1_1: outbox_purge(older_than, topic, pending, message_id)
+ * RETURNS bigint of the 1.1 schema.  As in 1.0 it deletes delivered and
+ * dead messages (of topic only, of the message message_id only, when
+ * given); with pending => true it also deletes the undelivered (pending or
+ * processing) messages of topic or the message, for messages no handler
+ * will ever take, and then a topic or a message id is required.
  * older_than counts from delivery or dead-lettering, or from creation for
  * an undelivered message.  A fan-out message goes with its deliveries'
- * rows.
+ * rows.  (Purging a dead head of an ordered handler's key lets the key's
+ * next message go.)
  */
 Datum
 grelout_purge_1_1(PG_FUNCTION_ARGS)
 {
-	Oid			argtypes[3] = {INTERVALOID, TEXTOID, BOOLOID};
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', ' '};
+	Oid			argtypes[4] = {INTERVALOID, TEXTOID, BOOLOID, UUIDOID};
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
 	bool		pending = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
+	bool		has_id = PG_NARGS() > 3 && !PG_ARGISNULL(3);
 	int			ret;
 	int64		n;
 	bool		isnull;
 
 	check_older_than(fcinfo);
-	if (pending && PG_ARGISNULL(1))
+	if (pending && PG_ARGISNULL(1) && !has_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("outbox_purge with pending => true needs a topic"),
-				 errhint("Name the topic whose undelivered messages are to be deleted.")));
+				 errmsg("outbox_purge with pending => true needs a topic or a message id"),
+				 errhint("Name the topic whose undelivered messages are to be deleted, or the message.")));
 	for (int i = 0; i < 2; i++)
 	{
 		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 	args[2] = BoolGetDatum(pending);
+	args[3] = has_id ? PG_GETARG_DATUM(3) : (Datum) 0;
+	nulls[3] = has_id ? ' ' : 'n';
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -842,6 +859,7 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 								" WHERE (state IN ('delivered', 'dead')"
 								" OR ($3 AND state IN ('pending', 'processing')))"
 								" AND ($2::text IS NULL OR topic = $2)"
+								" AND ($4::uuid IS NULL OR id = $4)"
 								" AND ($1::interval IS NULL OR"
 								" coalesce(CASE state WHEN 'delivered' THEN delivered_at"
 								" WHEN 'dead' THEN dead_at END, created_at) < now() - $1)"
@@ -850,7 +868,7 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 								" DELETE FROM grelout.fanout AS f USING d"
 								" WHERE d.route = 'fanout' AND f.message_id = d.id)"
 								" SELECT count(*) FROM d",
-								3, argtypes, args, nulls, false, 0);
+								4, argtypes, args, nulls, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not purge: %s", SPI_result_code_string(ret));
 	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,

@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
 #include "http.h"
@@ -113,6 +114,7 @@ typedef struct RelayState
 	bool		looked;			/* a cycle has committed since the start */
 	StoreSchema schema;			/* read at the start of each cycle */
 	WebhookJob *to_start;
+	bool		keyed_claimed;	/* to_start has a message with a key */
 	dlist_head	in_flight;		/* started, not yet finished */
 
 	/* dead letters of the claim, logged once it commits */
@@ -527,9 +529,32 @@ static void
 queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 {
 	WebhookJob *job = webhook_build(st->jobs_cxt, tup, desc, lease);
+	bool		isnull;
 
+	(void) SPI_getbinval(tup, desc, CLAIM_KEY, &isnull);
+	if (!isnull)
+		st->keyed_claimed = true;
 	job->next = st->to_start;
 	st->to_start = job;
+}
+
+/*
+ * flush_if_ordered: called in the cycle's transaction, after its claim.
+ * The relays commit asynchronously (synchronous_commit = off): a server
+ * crash may undo their last commits, whose requests went out.  For an
+ * ordered handler that would rewind a key (its delivered head pending
+ * again, after the next one was sent; or a routing redone in another
+ * order).  So when the cycle claimed a message with a key and some handler
+ * is ordered, its commit is flushed before any of its requests starts: a
+ * key's next message goes out only once the outcome of the previous one,
+ * and its own routing, are durable.  Returns whether to flush.
+ */
+static bool
+flush_if_ordered(RelayState *st)
+{
+	if (!st->keyed_claimed || st->schema != STORE_SCHEMA_1_1)
+		return false;
+	return store_any_ordered_handler();
 }
 
 /*
@@ -818,6 +843,7 @@ db_cycle(RelayState *st, bool claim)
 	PG_TRY();
 	{
 		bool		ready;
+		bool		flush;
 
 		SetCurrentStatementStartTimestamp();
 		StartTransactionCommand();
@@ -829,11 +855,16 @@ db_cycle(RelayState *st, bool claim)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "grelout: settling and claiming");
 
+		st->keyed_claimed = false;
 		ready = cycle_steps(st, claim, &released);
+		flush = ready && flush_if_ordered(st);
+		st->keyed_claimed = false;
 
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
+		if (flush)
+			XLogFlush(XactLastCommitEnd);
 		disable_timeout(STATEMENT_TIMEOUT, false);
 		in_cycle = false;
 		QueryCancelPending = false;

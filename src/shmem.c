@@ -4,9 +4,10 @@
  *	  Shared memory of grelout: one slot a relay (grelout.max_relays of
  *	  them), holding the database it serves, the latch that a committing
  *	  publisher of that database sets to wake it and the live counters that
- *	  the grelout.relays view reads; one entry a served database; and the
+ *	  the grelout.relays view reads; one entry a served database; the
  *	  launcher's latch, which backends set to tell it what changed
- *	  (launcher.c, databases.c).
+ *	  (launcher.c, databases.c); and the stamp that keeps message ids
+ *	  monotonic over the whole server (ids.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -79,6 +80,7 @@ grelout_shmem_startup(void)
 		SpinLockInit(&grelout_shared->mutex);
 		grelout_shared->launcher_pgprocno = -1;
 		grelout_shared->nslots = grelout_max_relays;
+		pg_atomic_init_u64(&grelout_shared->last_id_stamp, 0);
 		for (int i = 0; i < grelout_shared->nslots; i++)
 		{
 			GreloutRelaySlot *slot = &grelout_shared->slots[i];

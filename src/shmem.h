@@ -3,9 +3,10 @@
  * shmem.h
  *	  Shared memory of the relays: one slot a relay (the database it serves,
  *	  its latch, its live counters for grelout.relays), one entry a served
- *	  database (its lease recovery flag), and what the launcher is told:
+ *	  database (its lease recovery flag), what the launcher is told:
  *	  databases whose relays must step aside for a DDL command, databases
- *	  given the extension, a rescan wanted.
+ *	  given the extension, a rescan wanted; and the stamp of the last
+ *	  message id (ids.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -96,6 +97,12 @@ typedef struct GreloutShared
 
 	int			ndbs;
 	GreloutDbEntry *dbs;		/* ndbs entries, after the slots */
+
+	/*
+	 * The (milliseconds << 12 | counter) stamp of the last message id made
+	 * by any backend of the server (ids.c): ids are monotonic server-wide.
+	 */
+	pg_atomic_uint64 last_id_stamp;
 	int			nslots;
 	GreloutRelaySlot slots[FLEXIBLE_ARRAY_MEMBER];
 } GreloutShared;

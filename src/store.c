@@ -48,6 +48,7 @@ static SPIPlanPtr fanout_update_plan_11 = NULL;
 static SPIPlanPtr finalize_plan_11 = NULL;
 static SPIPlanPtr next_due_plan_11 = NULL;
 static SPIPlanPtr purge_plan_11 = NULL;
+static SPIPlanPtr any_ordered_plan_11 = NULL;
 
 /*
  * The claim.  Only messages of topics with an enabled handler, due now,
@@ -158,56 +159,72 @@ static const char *release_sql =
  * claimed fan-out row as a row of its own (fanout and claimed true), with
  * the claim's columns; the last column, "cut", says that new messages
  * were left for want of claim slots.
+ *
+ * Per-key ordering (issue 12): every message with a key takes the next
+ * number of grelout.route_seq ("seq", copied to its fan-out rows), in id
+ * order within the batch; the numbers are taken in the order of the
+ * ordered subquery's rows (a message left by the cut takes a greater one
+ * when it is routed: it is after every message routed here).  Routing is
+ * serialized over the relays (store_route), so seq is the order in which
+ * the messages were first seen committed.  A delivery of an ordered
+ * handler with a key is never claimed here: the claim that follows in the
+ * same transaction takes it if it is the head of its key.
  */
 static const char *route_sql_11 =
 "WITH n AS ("
-" SELECT o.id, o.topic, o.payload, o.state, o.available_at, o.created_at"
+" SELECT o.id, o.topic, o.key, o.payload, o.state, o.available_at, o.created_at"
 " FROM grelout.outbox o WHERE o.route = 'new'"
 " ORDER BY o.id LIMIT $1"
 " FOR UPDATE OF o SKIP LOCKED),"
+" q AS MATERIALIZED ("
+" SELECT s.id, nextval('grelout.route_seq') AS seq"
+" FROM (SELECT n.id FROM n WHERE n.key IS NOT NULL ORDER BY n.id) s),"
 " m AS MATERIALIZED ("
 " SELECT n.id, h.name,"
-"  h.enabled AND n.state = 'pending' AND n.available_at <= now() AS claimable,"
+"  h.enabled AND n.state = 'pending' AND n.available_at <= now()"
+"   AND NOT (h.ordered AND n.key IS NOT NULL) AS claimable,"
 "  h.url, h.headers, h.secret, h.previous_secret, h.timeout, h.max_attempts"
 " FROM n JOIN grelout.handlers h"
 "  ON grelout._topic_matches(h.topic, n.topic)"
 "  AND (h.filter IS NULL OR n.payload @> h.filter)),"
 " k AS MATERIALIZED ("
-" SELECT n.id, n.state, n.available_at, n.created_at,"
+" SELECT n.id, n.key, q.seq, n.state, n.available_at, n.created_at,"
 "  count(m.name) AS matches, min(m.name) AS handler,"
 "  count(m.name) FILTER (WHERE m.claimable) AS claimable,"
 "  sum(count(m.name) FILTER (WHERE m.claimable)) OVER (ORDER BY n.id) AS upto,"
 "  row_number() OVER (ORDER BY n.id) AS rn"
-" FROM n LEFT JOIN m ON m.id = n.id"
-" GROUP BY n.id, n.state, n.available_at, n.created_at),"
+" FROM n LEFT JOIN m ON m.id = n.id LEFT JOIN q ON q.id = n.id"
+" GROUP BY n.id, n.key, q.seq, n.state, n.available_at, n.created_at),"
 " kr AS MATERIALIZED ("
 " SELECT k.*, k.upto - k.claimable AS before FROM k"
 " WHERE k.upto <= $2 OR (k.rn = 1 AND $2 >= $6)),"
 " r AS MATERIALIZED ("
-" SELECT kr.id, kr.matches, kr.handler, h.name, h.url, h.headers, h.secret,"
-"  h.previous_secret, h.timeout, h.max_attempts,"
+" SELECT kr.id, kr.seq, kr.matches, kr.handler, h.name, h.url, h.headers,"
+"  h.secret, h.previous_secret, h.timeout, h.max_attempts,"
 "  h.name IS NOT NULL AS claimed,"
 "  kr.matches > 1 AND kr.claimable > 0 AND kr.before < $2 AS fan_claimed"
 " FROM kr LEFT JOIN grelout.handlers h ON h.name = kr.handler AND h.enabled"
-"  AND kr.matches = 1 AND kr.state = 'pending' AND kr.available_at <= now()),"
+"  AND kr.matches = 1 AND kr.state = 'pending' AND kr.available_at <= now()"
+"  AND NOT (h.ordered AND kr.key IS NOT NULL)),"
 " d AS MATERIALIZED ("
-" SELECT m.*, kr.available_at AS due, kr.created_at,"
+" SELECT m.*, kr.available_at AS due, kr.created_at, kr.key, kr.seq,"
 "  m.claimable AND kr.before + row_number() OVER ("
 "   PARTITION BY m.id ORDER BY m.claimable DESC, m.name) <= $2 AS claimed"
 " FROM m JOIN kr ON kr.id = m.id AND kr.matches > 1),"
 " f AS ("
 " INSERT INTO grelout.fanout (message_id, handler, state, attempts,"
-"  available_at, lease, created_at)"
+"  available_at, lease, created_at, key, seq)"
 " SELECT d.id, d.name, CASE WHEN d.claimed THEN 'processing' ELSE 'pending' END,"
 "  CASE WHEN d.claimed THEN 1 ELSE 0 END,"
 "  CASE WHEN d.claimed THEN now() + $3 * interval '1 millisecond' ELSE d.due END,"
-"  CASE WHEN d.claimed THEN $4 END, d.created_at"
+"  CASE WHEN d.claimed THEN $4 END, d.created_at, d.key, d.seq"
 " FROM d),"
 " u AS ("
 " UPDATE grelout.outbox o SET"
 "  route = CASE WHEN r.matches = 0 THEN 'waiting'"
 "   WHEN r.matches = 1 THEN 'single' ELSE 'fanout' END,"
 "  handler = CASE WHEN r.matches = 1 THEN r.handler END,"
+"  seq = r.seq,"
 "  state = CASE WHEN r.claimed THEN 'processing' ELSE o.state END,"
 "  attempts = o.attempts + CASE WHEN r.claimed THEN 1 ELSE 0 END,"
 "  available_at = CASE WHEN r.claimed"
@@ -265,21 +282,52 @@ static const char *route_sql_11 =
 	"    ' ended without an outcome (relay stopped or lease expired)' END," \
 	"  lease = CASE WHEN " EXHAUSTED_11(t) " THEN NULL ELSE $5 END"
 
+/*
+ * Per-key ordering (issue 12): a delivery t (an outbox or fanout row) of
+ * handler h may be claimed only if h is not ordered, t has no key, or t is
+ * the head of its (handler, key): no delivery of the key with a smaller
+ * routing number is unfinished (pending, processing, or dead when h
+ * blocks on a dead head), and none of the key is in flight (processing
+ * with a live lease; this matters for a redriven delivery of a 'skip'
+ * handler, which becomes the head again).  Only when the claim holds the
+ * redrive lock ($6, store_claim).  Heads are unique per key, so a claim
+ * never takes two of a key.  Each test is an index probe
+ * (outbox_key_idx, fanout_key_idx and their _processing twins).
+ */
+#define NO_EARLIER_11(tbl, route, t) \
+	" NOT EXISTS (SELECT 1 FROM " tbl " e WHERE " route \
+	"  e.handler = h.name AND e.key = " t ".key" \
+	"  AND e.state IN ('pending', 'processing', 'dead') AND e.seq < " t ".seq" \
+	"  AND (e.state <> 'dead' OR h.on_dead = 'block'))"
+#define NONE_IN_FLIGHT_11(tbl, route, t) \
+	" NOT EXISTS (SELECT 1 FROM " tbl " e WHERE " route \
+	"  e.handler = h.name AND e.key = " t ".key" \
+	"  AND e.state = 'processing' AND e.available_at > now())"
+#define HEAD_11(t) \
+	"(NOT h.ordered OR " t ".key IS NULL OR ($6 AND" \
+	NO_EARLIER_11("grelout.outbox", "e.route = 'single' AND", t) " AND" \
+	NO_EARLIER_11("grelout.fanout", "", t) " AND" \
+	NONE_IN_FLIGHT_11("grelout.outbox", "e.route = 'single' AND", t) " AND" \
+	NONE_IN_FLIGHT_11("grelout.fanout", "", t) "))"
+
 static const char *claim_sql_11 =
 "WITH h AS MATERIALIZED ("
-" SELECT name, url, headers, secret, previous_secret, timeout, max_attempts"
+" SELECT name, url, headers, secret, previous_secret, timeout, max_attempts,"
+"  ordered, on_dead"
 " FROM grelout.handlers WHERE enabled),"
 " ki AS MATERIALIZED ("
 " SELECT x.tid FROM h CROSS JOIN LATERAL ("
 "  SELECT o.ctid AS tid FROM grelout.outbox o"
 "  WHERE o.handler = h.name AND o.route = 'single'"
 "   AND o.state IN ('pending', 'processing') AND o.available_at <= now()"
+"   AND " HEAD_11("o")
 "  ORDER BY o.available_at, o.id LIMIT 2 * $1) x),"
 " kf AS MATERIALIZED ("
 " SELECT x.tid FROM h CROSS JOIN LATERAL ("
 "  SELECT f.ctid AS tid FROM grelout.fanout f"
 "  WHERE f.handler = h.name"
 "   AND f.state IN ('pending', 'processing') AND f.available_at <= now()"
+"   AND " HEAD_11("f")
 "  ORDER BY f.available_at, f.message_id LIMIT 2 * $1) x),"
 " ci AS MATERIALIZED ("
 " SELECT o.id, o.handler, o.available_at, false AS fanout"
@@ -558,6 +606,14 @@ store_schema(void)
  * stale (a message routed to wait, say, just as a handler that matches it
  * is created), and the change sees what routing before it wrote.  The
  * lock is the transaction's: it goes with the cycle's commit.
+ *
+ * Then the router lock, exclusive, also tried: one relay routes at a
+ * time, from the lock to its cycle's commit.  The next routing's snapshot
+ * is taken after that commit, so it sees every message the previous one
+ * routed and gives the messages it routes greater routing numbers: the
+ * numbers follow the order in which commits became visible (README,
+ * "Per-key ordering").  A relay that finds another routing comes back
+ * soon, as after a handler change (*blocked).
  */
 SPITupleTable *
 store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
@@ -573,7 +629,10 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		return NULL;
 	if (!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
 										  Int32GetDatum(ROUTING_LOCK_KEY1),
-										  Int32GetDatum(ROUTING_LOCK_KEY2))))
+										  Int32GetDatum(ROUTING_LOCK_KEY2))) ||
+		!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4,
+										  Int32GetDatum(ROUTING_LOCK_KEY1),
+										  Int32GetDatum(ROUTER_LOCK_KEY2))))
 	{
 		*blocked = true;
 		return NULL;
@@ -594,19 +653,28 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 
 /*
  * store_claim: claim up to limit deliveries.  The rows are in SPI_tuptable
- * (columns as enum CLAIM_*, but CLAIM_CLAIMED) until SPI_finish.
+ * (columns as enum CLAIM_*, but CLAIM_CLAIMED) until SPI_finish.  On 1.1
+ * the redrive lock is tried first, in shared mode: without it (a redrive
+ * in progress) deliveries of ordered handlers with a key wait for a later
+ * claim.
  */
 SPITupleTable *
 store_claim(StoreSchema schema, int limit, int lease_ms, int64 lease_token,
 			int default_max_attempts, bool dead_letter, uint64 *nrows)
 {
-	Oid			types[5] = {INT4OID, FLOAT8OID, INT4OID, BOOLOID, INT8OID};
-	Datum		values[5];
+	Oid			types[6] = {INT4OID, FLOAT8OID, INT4OID, BOOLOID, INT8OID, BOOLOID};
+	Datum		values[6];
 	SPIPlanPtr	plan;
 	int			ret;
 
 	if (schema == STORE_SCHEMA_1_1)
-		plan = prepare_once(&claim_plan_11, claim_sql_11, 5, types);
+	{
+		plan = prepare_once(&claim_plan_11, claim_sql_11, 6, types);
+		/* ordered deliveries only while no redrive is changing the heads */
+		values[5] = DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
+										Int32GetDatum(ROUTING_LOCK_KEY1),
+										Int32GetDatum(REDRIVE_LOCK_KEY2));
+	}
 	else
 		plan = prepare_once(&claim_plan, claim_sql, 5, types);
 	values[0] = Int32GetDatum(limit);
@@ -619,6 +687,20 @@ store_claim(StoreSchema schema, int limit, int lease_ms, int64 lease_token,
 		elog(ERROR, "claim failed: %s", SPI_result_code_string(ret));
 	*nrows = SPI_processed;
 	return SPI_tuptable;
+}
+
+/* store_any_ordered_handler: whether some handler has ordered = true (1.1). */
+bool
+store_any_ordered_handler(void)
+{
+	int			ret;
+
+	prepare_once(&any_ordered_plan_11,
+				 "SELECT 1 FROM grelout.handlers WHERE ordered LIMIT 1", 0, NULL);
+	ret = SPI_execute_plan(any_ordered_plan_11, NULL, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read the handlers: %s", SPI_result_code_string(ret));
+	return SPI_processed > 0;
 }
 
 /* build_array: a one-dimensional array of n datums of a type. */

@@ -45,6 +45,21 @@ enum
 #define ROUTING_LOCK_KEY1	1735552116	/* "grlt" */
 #define ROUTING_LOCK_KEY2	1
 
+/*
+ * The router lock (same first key): routing takes it in exclusive mode,
+ * tried and never waited for, so one relay routes at a time and the
+ * routing order (grelout.route_seq) follows visibility (per-key ordering).
+ */
+#define ROUTER_LOCK_KEY2	2
+
+/*
+ * The redrive lock (same first key): a claim takes it in shared mode,
+ * tried, and claims deliveries of ordered handlers only when it got it;
+ * outbox_redrive takes it in exclusive mode.  So no claim decides with a
+ * view of the heads of keys that a redrive in progress is changing.
+ */
+#define REDRIVE_LOCK_KEY2	3
+
 /* The installed grelout schema, as the relay's statements need it. */
 typedef enum StoreSchema
 {
@@ -79,6 +94,7 @@ extern StoreSchema store_schema(void);
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int claim_max, int lease_ms, int64 lease_token,
 								  uint64 *nrows, bool *blocked);
+extern bool store_any_ordered_handler(void);
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,
 								  bool dead_letter, uint64 *nrows);

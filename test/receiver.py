@@ -17,6 +17,19 @@ Control endpoints (all under /_control/):
                                         big bursts
     GET  /_control/stats[?path=/x]      {"count", "distinct_ids",
                                         "duplicated_ids", "max_in_flight"}
+    GET  /_control/order?path=/x        per-key order check of the requests
+                                        to /x, whose bodies are JSON objects
+                                        {"key": K, "n": N} (N = 1, 2, ... the
+                                        order a key's messages must arrive
+                                        in): {"keys", "requests",
+                                        "overlaps" (a request of a key came
+                                        before the answer to the previous
+                                        one of that key), "out_of_order" (a
+                                        request other than the last success
+                                        or the one after it), "repeats" (of
+                                        the last success), "delivered"
+                                        (key -> greatest N answered 2xx),
+                                        "examples"}
     POST /_control/script               {"path": "/x", "responses": [R, ...],
                                          "default": R}
     POST /_control/reset                forget requests and scripts
@@ -30,6 +43,7 @@ A response R is an object with optional keys:
     endless  (true: stream a body forever, until the client hangs up)
     retry_after_date  (seconds: send "Retry-After" as an HTTP date that
              many seconds after the moment the response is sent)
+    fail_rate  (0 to 1: answer 500 instead, at random, this often)
 Each recorded request also has "header_list" (the [name, value] pairs in
 the order they came, names lower-cased) and, once answered, "done_at".
 A request counts as in flight (stats' max_in_flight) from its arrival until
@@ -41,6 +55,7 @@ path's "default" (or 204) answers.
 import argparse
 import json
 import os
+import random
 import sys
 import threading
 import time
@@ -54,6 +69,44 @@ SCRIPTS = {}
 LOG = None
 IN_FLIGHT = {}      # path -> requests being answered now
 MAX_IN_FLIGHT = {}  # path -> most requests answered at once
+
+
+def order_check(items):
+    """The per-key order check of /_control/order, over requests oldest
+    first.  A request of key K with number N is in order when N is one more
+    than the greatest number of K answered 2xx so far (the next message),
+    and a repeat when it is that number (at-least-once: a success whose
+    outcome the relay did not record).  Overlap: it came before the previous
+    request of K was answered."""
+    last_done = {}
+    delivered = {}
+    overlaps = out_of_order = repeats = 0
+    examples = []
+    for r in items:
+        try:
+            body = json.loads(r["body"])
+            key, n = str(body["key"]), int(body["n"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        done = r.get("done_at")
+        if key in last_done and (last_done[key] is None
+                                 or r["received_at"] < last_done[key]):
+            overlaps += 1
+            if len(examples) < 10:
+                examples.append(f"overlap: key {key} n {n}")
+        last_done[key] = done
+        top = delivered.get(key, 0)
+        if n == top:
+            repeats += 1
+        elif n != top + 1:
+            out_of_order += 1
+            if len(examples) < 10:
+                examples.append(f"out of order: key {key} n {n} after {top}")
+        if 200 <= r.get("status", 0) < 300:
+            delivered[key] = max(top, n)
+    return {"keys": len(last_done), "requests": len(items),
+            "overlaps": overlaps, "out_of_order": out_of_order,
+            "repeats": repeats, "delivered": delivered, "examples": examples}
 
 
 def next_response(path):
@@ -126,6 +179,10 @@ class Handler(BaseHTTPRequestHandler):
                 "duplicated_ids": sum(1 for c in ids.values() if c > 1),
                 "max_in_flight": most,
             })
+        if url.path == "/_control/order" and method == "GET":
+            with LOCK:
+                items = [dict(r) for r in REQUESTS if r["path"] == path]
+            return self._send_json(order_check(items))
         if url.path == "/_control/script" and method == "POST":
             spec = json.loads(body or b"{}")
             with LOCK:
@@ -185,6 +242,9 @@ class Handler(BaseHTTPRequestHandler):
         # send its next request while this one still counts
         self._done(url, record)
         status = int(resp.get("status", 204))
+        if resp.get("fail_rate") and random.random() < float(resp["fail_rate"]):
+            status = 500
+        record["status"] = status
         headers = dict(resp.get("headers") or {})
         if resp.get("retry_after_date") is not None:
             headers["Retry-After"] = formatdate(

@@ -73,6 +73,8 @@ TOPICS = {
     'signed': {'path': '/signed', 'weight': 20, 'secret': SECRET},
     'slow': {'path': '/slow', 'weight': 10, 'timeout': '1s'},
     'flaky': {'path': '/flaky', 'weight': 20, 'max_attempts': 4},
+    # per-key ordering (issue 12): never dead-lettered, so no key blocks
+    'ordered': {'path': '/ordered', 'weight': 15, 'ordered': True, 'max_attempts': 1000},
 }
 PATHS = [h['path'] for h in TOPICS.values()]
 FAIL_BODY = 'chaos: failing on purpose'
@@ -321,9 +323,10 @@ class Receiver:
 class Msg:
     """One published message as its client knows it."""
     __slots__ = ('id', 'topic', 'payload', 'headers', 'not_before',
-                 'commit_sent', 'kind', 'client')
+                 'commit_sent', 'kind', 'client', 'key', 'began', 'commit_done')
 
-    def __init__(self, mid, topic, payload, headers, not_before, client):
+    def __init__(self, mid, topic, payload, headers, not_before, client, key=None,
+                 began=None):
         self.id = mid
         self.topic = topic
         self.payload = payload
@@ -332,6 +335,9 @@ class Msg:
         self.commit_sent = None
         self.kind = None
         self.client = client
+        self.key = key
+        self.began = began          # the transaction's now()
+        self.commit_done = None     # when its COMMIT returned, if known
 
 
 class Txn:
@@ -449,15 +455,18 @@ class Client(threading.Thread):
             return mid
         if mid in self.rolled_back:
             self.problem('dedup_key %s returned %s, a rolled-back message' % (dedup, mid))
-        m = Msg(mid, topic, payload, headers, t.now + (delay or 0.0), self.idx)
+        m = Msg(mid, topic, payload, headers, t.now + (delay or 0.0), self.idx,
+                key=key, began=t.now)
         (t.kept if keep else t.dropped).append(m)
         return mid
 
     def settle(self, t, committed, t_sent, kind):
         """Record the outcome of a transaction the client is sure of."""
         if committed:
+            done = time.time()
             for m in t.kept:
                 m.commit_sent = t_sent
+                m.commit_done = done
                 m.kind = kind
                 self.committed.setdefault(m.id, m)
             for m in t.dropped:
@@ -812,11 +821,12 @@ class Soak:
         say('receiver on 127.0.0.1:%d' % self.receiver.port)
         for topic, h in TOPICS.items():
             self.cluster.query(
-                "INSERT INTO grelout.handlers (topic, url, headers, secret, timeout, max_attempts)"
-                " VALUES (%s, %s, %s::jsonb, %s, %s::interval, %s)",
+                "INSERT INTO grelout.handlers (topic, url, headers, secret, timeout, max_attempts,"
+                " ordered) VALUES (%s, %s, %s::jsonb, %s, %s::interval, %s, %s)",
                 (topic, 'http://127.0.0.1:%d%s' % (self.receiver.port, h['path']),
                  json.dumps({'authorization': 'Bearer chaos'}) if topic == 'signed' else '{}',
-                 h.get('secret'), h.get('timeout'), h.get('max_attempts')))
+                 h.get('secret'), h.get('timeout'), h.get('max_attempts'),
+                 h.get('ordered', False)))
         deadline = time.time() + 60
         while len(self.cluster.relay_pids()) != WORKERS:
             if time.time() > deadline:
@@ -1165,6 +1175,9 @@ class Soak:
                 v.append('message %s was deleted but never answered 2xx (%d attempts seen)'
                          % (mid, len(lst)))
 
+        # per-key order of the ordered handler
+        v.extend(self.check_order(committed, reqs))
+
         # rolled-back messages must not be in the outbox either
         for mid in rolled:
             if mid in outbox:
@@ -1211,6 +1224,7 @@ class Soak:
         print('  duplicates                      %8d   %s' % (sum(dups.values()), dict(dups)))
         print('  dead-lettered                   %8d   %s' % (sum(dead.values()), dict(dead)))
         print('  lost                            %8d' % lost)
+        print('  ordered pairs checked           %8d' % getattr(self, 'order_pairs', 0))
         fk = collections.Counter(f['kind'] for f in self.faults)
         print('faults injected                   %8d   %s' % (len(self.faults), dict(fk)))
         print('  flaky endpoint windows          %8d' % len(self.flaky_windows))
@@ -1236,6 +1250,49 @@ class Soak:
             print('no rolled-back message was sent, every duplicate is explained')
         print('=' * 72)
         return not v
+
+    def check_order(self, committed, reqs):
+        """Per-key ordering (issue 12), for the messages of ordered topics:
+        when A must go before B (same key; the same transaction, published
+        first; or A's COMMIT had returned before B's transaction began, so
+        A's commit was visible to B's publish), B is not sent before A was
+        answered 2xx (the first request of A classified ok or unknown).
+        Returns the violations."""
+        v = []
+        keys = collections.defaultdict(list)
+        for m in committed.values():
+            if TOPICS[m.topic].get('ordered') and m.key is not None:
+                keys[(m.topic, m.key)].append(m)
+        first_sent, first_ok = {}, {}
+        for m in (m for ms in keys.values() for m in ms):
+            lst = reqs.get(m.id, [])
+            if lst:
+                first_sent[m.id] = lst[0][0]
+            ok = [x[0] for x in lst if x[3] in ('ok', 'unknown')]
+            if ok:
+                first_ok[m.id] = ok[0]
+        pairs = 0
+        for (topic, key), ms in keys.items():
+            for a in ms:
+                if a.id not in first_ok:
+                    continue
+                for b in ms:
+                    if b is a or b.id not in first_sent:
+                        continue
+                    same_txn = (a.client == b.client and a.began == b.began
+                                and a.commit_done == b.commit_done)
+                    before = (same_txn and a.id < b.id) or \
+                        (not same_txn and a.commit_done is not None
+                         and b.began is not None and a.commit_done < b.began)
+                    if not before:
+                        continue
+                    pairs += 1
+                    if first_sent[b.id] < first_ok[a.id]:
+                        v.append('ORDER: %s key %s: message %s was sent %.3f s before %s,'
+                                 ' which goes first, was delivered'
+                                 % (topic, key, b.id, first_ok[a.id] - first_sent[b.id], a.id))
+        self.order_pairs = pairs
+        return v[:40]
 
     def explain(self, mid, prev, x, reasons):
         """Why the receiver saw message mid again after the request prev that

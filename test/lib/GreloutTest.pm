@@ -209,6 +209,14 @@ sub stats
 	return $self->_get(defined $path ? "stats?path=$path" : 'stats');
 }
 
+# order(PATH): the per-key order check of the requests to PATH (see
+# test/receiver.py, /_control/order).
+sub order
+{
+	my ($self, $path) = @_;
+	return $self->_get("order?path=$path");
+}
+
 # script(PATH, [RESPONSES], DEFAULT): answer PATH with these responses in
 # order, then with DEFAULT (see test/receiver.py for the keys).
 sub script

@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(316);
+SELECT plan(330);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -29,27 +29,29 @@ SELECT tables_are('grelout', ARRAY['outbox', 'handlers', 'fanout'],
 	'schema grelout has the tables outbox, handlers and fanout');
 SELECT views_are('grelout', ARRAY['status', 'handlers_masked', 'relays', 'deliveries'],
 	'schema grelout has the views status, handlers_masked, relays and deliveries');
-SELECT sequences_are('grelout', ARRAY[]::name[], 'schema grelout has no sequence');
+SELECT sequences_are('grelout', ARRAY['route_seq'],
+	'schema grelout has one sequence, route_seq (per-key ordering)');
 
 -- grelout.outbox: columns, types, NOT NULL, defaults
 SELECT has_table('grelout', 'outbox', 'grelout.outbox exists');
 SELECT has_column('grelout', 'outbox', c, 'grelout.outbox has column ' || c)
 FROM unnest(ARRAY['id', 'topic', 'key', 'payload', 'headers', 'dedup_key', 'attempts',
 	'available_at', 'state', 'last_error', 'delivered_at', 'dead_at', 'created_at',
-	'published_by', 'route', 'handler', 'last_status', 'last_duration_ms']) AS c;
+	'published_by', 'route', 'handler', 'last_status', 'last_duration_ms', 'seq']) AS c;
 SELECT col_type_is('grelout', 'outbox', c, t, format('grelout.outbox.%s is %s', c, t))
 FROM (VALUES ('id', 'uuid'), ('topic', 'text'), ('key', 'text'), ('payload', 'jsonb'),
 	('headers', 'jsonb'), ('dedup_key', 'text'), ('attempts', 'integer'),
 	('available_at', 'timestamp with time zone'), ('state', 'text'), ('last_error', 'text'),
 	('delivered_at', 'timestamp with time zone'), ('dead_at', 'timestamp with time zone'),
 	('created_at', 'timestamp with time zone'), ('published_by', 'oid'), ('route', 'text'),
-	('handler', 'text'), ('last_status', 'integer'), ('last_duration_ms', 'integer')) AS v(c, t);
+	('handler', 'text'), ('last_status', 'integer'), ('last_duration_ms', 'integer'),
+	('seq', 'bigint')) AS v(c, t);
 SELECT col_not_null('grelout', 'outbox', c, format('grelout.outbox.%s is NOT NULL', c))
 FROM unnest(ARRAY['id', 'topic', 'payload', 'headers', 'attempts', 'available_at',
 	'state', 'created_at', 'route']) AS c;
 SELECT col_is_null('grelout', 'outbox', c, format('grelout.outbox.%s is nullable', c))
 FROM unnest(ARRAY['key', 'dedup_key', 'last_error', 'delivered_at', 'dead_at',
-	'published_by', 'handler', 'last_status', 'last_duration_ms']) AS c;
+	'published_by', 'handler', 'last_status', 'last_duration_ms', 'seq']) AS c;
 SELECT col_is_pk('grelout', 'outbox', 'id', 'grelout.outbox.id is the primary key');
 SELECT col_default_is('grelout', 'outbox', 'headers', '{}'::jsonb, 'outbox.headers defaults to {}');
 SELECT col_default_is('grelout', 'outbox', 'attempts', 0, 'outbox.attempts defaults to 0');
@@ -209,12 +211,12 @@ FROM (VALUES ('message_id', 'uuid'), ('handler', 'text'), ('state', 'text'),
 	('attempts', 'integer'), ('available_at', 'timestamp with time zone'), ('lease', 'bigint'),
 	('last_error', 'text'), ('last_status', 'integer'), ('last_duration_ms', 'integer'),
 	('delivered_at', 'timestamp with time zone'), ('dead_at', 'timestamp with time zone'),
-	('created_at', 'timestamp with time zone')) AS v(c, t);
+	('created_at', 'timestamp with time zone'), ('key', 'text'), ('seq', 'bigint')) AS v(c, t);
 SELECT col_not_null('grelout', 'fanout', c, format('grelout.fanout.%s is NOT NULL', c))
 FROM unnest(ARRAY['message_id', 'handler', 'state', 'attempts', 'available_at', 'created_at']) AS c;
 SELECT col_is_null('grelout', 'fanout', c, format('grelout.fanout.%s is nullable', c))
 FROM unnest(ARRAY['lease', 'last_error', 'last_status', 'last_duration_ms', 'delivered_at',
-	'dead_at']) AS c;
+	'dead_at', 'key', 'seq']) AS c;
 SELECT col_is_pk('grelout', 'fanout', ARRAY['message_id', 'handler'],
 	'grelout.fanout''s primary key is (message_id, handler)');
 SELECT col_default_is('grelout', 'fanout', 'state', 'pending'::text, 'fanout.state defaults to pending');
@@ -231,6 +233,12 @@ SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
 	WHERE indexrelid = 'grelout.fanout_claim_idx'::regclass),
 	$$(state = ANY (ARRAY['pending'::text, 'processing'::text]))$$,
 	'fanout_claim_idx is partial: pending and processing only');
+-- per-key ordering: the head test of the claim
+SELECT has_index('grelout', t, i, c, i || ' is on (' || array_to_string(c, ', ') || ')')
+FROM (VALUES ('outbox', 'outbox_key_idx', ARRAY['handler', 'key', 'seq']::name[]),
+	('outbox', 'outbox_key_processing_idx', ARRAY['handler', 'key']::name[]),
+	('fanout', 'fanout_key_idx', ARRAY['handler', 'key', 'seq']::name[]),
+	('fanout', 'fanout_key_processing_idx', ARRAY['handler', 'key']::name[])) AS v(t, i, c);
 SELECT trigger_is('grelout', 'outbox', 'outbox_truncate_fanout', 'grelout', '_outbox_truncated',
 	'TRUNCATE of grelout.outbox empties grelout.fanout too');
 SELECT lives_ok($$INSERT INTO grelout.fanout (message_id, handler, available_at, created_at)
@@ -244,8 +252,8 @@ SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'grelout.fanout'::regclas
 -- pg_dump keeps the handlers and every message not yet delivered
 SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
 	FROM pg_extension, unnest(extconfig) AS c WHERE extname = 'grelout'),
-	ARRAY['grelout.fanout', 'grelout.handlers', 'grelout.outbox'],
-	'the three tables are configuration tables of the extension');
+	ARRAY['grelout.fanout', 'grelout.handlers', 'grelout.outbox', 'grelout.route_seq'],
+	'the three tables are configuration tables of the extension, and route_seq (its value is dumped)');
 SELECT is((SELECT cond FROM pg_extension, unnest(extconfig, extcondition) AS u(c, cond)
 	WHERE extname = 'grelout' AND c = 'grelout.fanout'::regclass),
 	$$WHERE state <> 'delivered'$$, 'fanout rows are dumped unless delivered');
@@ -273,10 +281,12 @@ FROM (VALUES ('message_id', 'uuid'), ('handler', 'text'), ('topic', 'text'), ('s
 	('attempts', 'integer'), ('available_at', 'timestamp with time zone'), ('last_error', 'text'),
 	('last_status', 'integer'), ('last_duration_ms', 'integer'),
 	('delivered_at', 'timestamp with time zone'), ('dead_at', 'timestamp with time zone'),
-	('created_at', 'timestamp with time zone')) AS v(c, t);
+	('created_at', 'timestamp with time zone'), ('key', 'text'), ('seq', 'bigint'),
+	('blocked_by', 'uuid')) AS v(c, t);
 SELECT columns_are('grelout', 'deliveries', ARRAY['message_id', 'handler', 'topic', 'state',
 	'attempts', 'available_at', 'last_error', 'last_status', 'last_duration_ms', 'delivered_at',
-	'dead_at', 'created_at'], 'grelout.deliveries has the columns of the contract');
+	'dead_at', 'created_at', 'key', 'seq', 'blocked_by'],
+	'grelout.deliveries has the columns of the contract, and those of per-key ordering');
 SELECT has_column('grelout', 'relays', c, 'grelout.relays has column ' || c)
 FROM unnest(ARRAY['relay', 'pid', 'activity', 'in_flight', 'delivered', 'retried',
 	'dead_lettered', 'last_error', 'last_error_at', 'started_at', 'database']) AS c;
@@ -300,15 +310,15 @@ SELECT function_returns('public', 'outbox_redrive', ARRAY['text', 'text', 'uuid'
 SELECT is(pg_get_function_arguments('public.outbox_redrive(text, text, uuid)'::regprocedure),
 	'topic text DEFAULT NULL::text, handler text DEFAULT NULL::text, message_id uuid DEFAULT NULL::uuid',
 	'outbox_redrive(topic DEFAULT NULL, handler DEFAULT NULL, message_id DEFAULT NULL)');
-SELECT has_function('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean'],
-	'outbox_purge(interval, text, boolean) exists');
+SELECT has_function('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid'],
+	'outbox_purge(interval, text, boolean, uuid) exists');
 SELECT hasnt_function('public', 'outbox_purge', ARRAY['interval'],
 	'the 1.0 signature outbox_purge(interval) is gone');
-SELECT function_returns('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean'], 'bigint',
+SELECT function_returns('public', 'outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid'], 'bigint',
 	'outbox_purge returns bigint');
-SELECT is(pg_get_function_arguments('public.outbox_purge(interval, text, boolean)'::regprocedure),
-	'older_than interval DEFAULT NULL::interval, topic text DEFAULT NULL::text, pending boolean DEFAULT false',
-	'outbox_purge(older_than DEFAULT NULL, topic DEFAULT NULL, pending DEFAULT false)');
+SELECT is(pg_get_function_arguments('public.outbox_purge(interval, text, boolean, uuid)'::regprocedure),
+	'older_than interval DEFAULT NULL::interval, topic text DEFAULT NULL::text, pending boolean DEFAULT false, message_id uuid DEFAULT NULL::uuid',
+	'outbox_purge(older_than DEFAULT NULL, topic DEFAULT NULL, pending DEFAULT false, message_id DEFAULT NULL)');
 SELECT has_function('public', 'outbox_message_status', ARRAY['uuid'], 'outbox_message_status(uuid) exists');
 SELECT is(pg_get_function_result('public.outbox_message_status(uuid)'::regprocedure),
 	'TABLE(state text, attempts integer, last_error text, available_at timestamp with time zone, created_at timestamp with time zone, topic text, handler text)',
@@ -316,22 +326,22 @@ SELECT is(pg_get_function_result('public.outbox_message_status(uuid)'::regproced
 SELECT function_lang_is('public', f, a, 'c', f || ' is written in C')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
 	('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
-	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[]),
+	('outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid']::name[]),
 	('outbox_message_status', ARRAY['uuid']::name[])) AS v(f, a);
 SELECT is_definer('public', f, a, f || ' is SECURITY DEFINER')
 FROM (VALUES ('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
-	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[])) AS v(f, a);
+	('outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid']::name[])) AS v(f, a);
 SELECT isnt_definer('public', f, a, f || ' is SECURITY INVOKER: current_user is the publisher')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
 	('outbox_message_status', ARRAY['uuid']::name[])) AS v(f, a);
 SELECT volatility_is('public', f, a, 'volatile', f || ' is VOLATILE')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
 	('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
-	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[])) AS v(f, a);
+	('outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid']::name[])) AS v(f, a);
 SELECT is((SELECT proconfig FROM pg_proc WHERE oid = (f || a)::regprocedure),
 	ARRAY['search_path=pg_catalog, pg_temp'], f || ' pins search_path to pg_catalog, pg_temp')
 FROM (VALUES ('outbox_publish', '(text, jsonb, text, jsonb, interval, text)'),
-	('outbox_redrive', '(text, text, uuid)'), ('outbox_purge', '(interval, text, boolean)'),
+	('outbox_redrive', '(text, text, uuid)'), ('outbox_purge', '(interval, text, boolean, uuid)'),
 	('outbox_message_status', '(uuid)')) AS v(f, a);
 SELECT isnt_strict('public', 'outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text'],
 	'outbox_publish is not STRICT: a NULL topic or payload gets an error, not a NULL id');
@@ -370,7 +380,7 @@ SELECT is(grelout._mask_url('https://alice:S3cr3t@host/in?token=abc'), 'https://
 SELECT function_privs_are('public', f, a, 'public', ARRAY[]::text[], f || ': no EXECUTE for PUBLIC')
 FROM (VALUES ('outbox_publish', ARRAY['text', 'jsonb', 'text', 'jsonb', 'interval', 'text']::name[]),
 	('outbox_redrive', ARRAY['text', 'text', 'uuid']::name[]),
-	('outbox_purge', ARRAY['interval', 'text', 'boolean']::name[]),
+	('outbox_purge', ARRAY['interval', 'text', 'boolean', 'uuid']::name[]),
 	('outbox_message_status', ARRAY['uuid']::name[])) AS v(f, a);
 SELECT function_privs_are('grelout', '_mask_url', ARRAY['text']::name[], 'public', ARRAY['EXECUTE'],
 	'grelout._mask_url: EXECUTE for PUBLIC, who may read handlers_masked must call it (it reads nothing)');

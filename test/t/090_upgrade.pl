@@ -153,7 +153,7 @@ for my $path (sort keys %$expect)
 }
 
 # ---- grants carried over, PUBLIC still nothing
-is(sq(q{SELECT has_function_privilege('app_ops', 'outbox_purge(interval, text, boolean)', 'EXECUTE WITH GRANT OPTION')}),
+is(sq(q{SELECT has_function_privilege('app_ops', 'outbox_purge(interval, text, boolean, uuid)', 'EXECUTE WITH GRANT OPTION')}),
 	't', 'EXECUTE on outbox_purge, with its grant option, carried over to the new signature');
 is(sq(q{SELECT count(*) FROM pg_proc WHERE proname = 'outbox_purge'}), '1', 'one outbox_purge');
 is(sq(q{SELECT has_function_privilege('app_ops', 'outbox_redrive(text, text, uuid)', 'EXECUTE')}),
@@ -171,7 +171,7 @@ is(sq(q{SELECT url FROM grelout.handlers_masked WHERE topic = 'orders'}), $url->
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 $node->safe_psql('fresh', q{CREATE EXTENSION grelout;} . $grants . q{
 	GRANT EXECUTE ON FUNCTION outbox_redrive(text, text, uuid) TO app_ops;
-	GRANT EXECUTE ON FUNCTION outbox_purge(interval, text, boolean) TO app_ops WITH GRANT OPTION;});
+	GRANT EXECUTE ON FUNCTION outbox_purge(interval, text, boolean, uuid) TO app_ops WITH GRANT OPTION;});
 my %schema;
 my $dir = PostgreSQL::Test::Utils::tempdir();
 for my $db ('app', 'fresh')
@@ -181,7 +181,7 @@ for my $db ('app', 'fresh')
 	# each dump has its own random \restrict key
 	($schema{$db} = PostgreSQL::Test::Utils::slurp_file("$dir/$db.sql")) =~ s/^\\(un)?restrict .*$//mg;
 }
-like($schema{app}, qr/GRANT ALL ON FUNCTION public\.outbox_purge\(older_than interval, topic text, pending boolean\) TO app_ops WITH GRANT OPTION/,
+like($schema{app}, qr/GRANT ALL ON FUNCTION public\.outbox_purge\(older_than interval, topic text, pending boolean, message_id uuid\) TO app_ops WITH GRANT OPTION/,
 	'the dump of the upgraded database grants outbox_purge to the operator');
 is($schema{app}, $schema{fresh}, 'the upgraded schema dumps exactly as a fresh 1.1 install');
 my $members = q{SELECT string_agg(pg_describe_object(classid, objid, objsubid), E'\n' ORDER BY 1)
