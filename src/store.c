@@ -440,7 +440,10 @@ static const char *fanout_update_sql_11 =
  * unfinished messages among $3, whose delivered rows the settle deleted,
  * keep that fact in fanout_delivered (for the handler triggers, which
  * finish a message whose last unfinished delivery they delete only if
- * another was delivered); a message finished here needs it no more.
+ * another was delivered).  A message finished dead here keeps it too, in
+ * the same update that finishes it (one statement cannot update a row
+ * twice): a redrive makes it unfinished again, and deleting the redriven
+ * handler then must not take it for a message that nobody delivered.
  */
 static const char *finalize_sql_11 =
 "WITH t AS (SELECT DISTINCT x.id FROM unnest($1::uuid[]) AS x(id)),"
@@ -465,6 +468,7 @@ static const char *finalize_sql_11 =
 "  state = CASE WHEN a.any_dead THEN 'dead' ELSE 'delivered' END,"
 "  delivered_at = CASE WHEN a.any_dead THEN NULL ELSE now() END,"
 "  dead_at = CASE WHEN a.any_dead THEN now() END,"
+"  fanout_delivered = o.fanout_delivered OR o.id = ANY ($3::uuid[]),"
 "  lease = NULL"
 " FROM a"
 " WHERE o.id = a.id AND o.route = 'fanout'"
