@@ -75,6 +75,14 @@
 /* Pinned bounds of the relay's statements (see relay_init). */
 #define RELAY_LOCK_TIMEOUT		"1s"
 #define RELAY_CYCLE_TIMEOUT_MS	30000
+/*
+ * While routing takes every free slot (a backlog of new messages), the
+ * claim still runs this often, with a share of the slots kept from
+ * routing (CLAIM_RESERVE_DIV): due retries and the heads of ordered keys,
+ * which routing never claims, are not held back by the backlog.
+ */
+#define CLAIM_AT_LEAST_MS		100
+#define CLAIM_RESERVE_DIV		4
 /* Routing held back by a handler change: try again this soon. */
 #define ROUTE_RETRY_MS			100
 /* Retention purge: rows a batch, and pause when nothing is left. */
@@ -109,6 +117,7 @@ typedef struct RelayState
 	/* claiming */
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
 	MonoTime	next_claim_at;	/* next due message, or the poll */
+	MonoTime	claim_overdue_at;	/* run the claim statement by then */
 	bool		extension_ready;
 	bool		extension_reported; /* to the launcher, once */
 	bool		looked;			/* a cycle has committed since the start */
@@ -529,17 +538,15 @@ static void
 queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 {
 	WebhookJob *job = webhook_build(st->jobs_cxt, tup, desc, lease);
-	bool		isnull;
 
-	(void) SPI_getbinval(tup, desc, CLAIM_KEY, &isnull);
-	if (!isnull)
-		st->keyed_claimed = true;
 	job->next = st->to_start;
 	st->to_start = job;
 }
 
 /*
- * flush_if_ordered: called in the cycle's transaction, after its claim.
+ * flush_if_ordered: called in the cycle's transaction, after its claim
+ * (keyed_claimed: the claim statement took a message with a key; routing
+ * never claims a delivery of an ordered handler with a key).
  * The relays commit asynchronously (synchronous_commit = off): a server
  * crash may undo their last commits, whose requests went out.  For an
  * ordered handler that would rewind a key (its delivered head pending
@@ -569,15 +576,15 @@ flush_if_ordered(RelayState *st)
  * later cycle.
  */
 static int
-route_step(RelayState *st, int limit, int64 lease, bool *full, bool *cut,
-		   bool *blocked)
+route_step(RelayState *st, int limit, int claim_limit, int64 lease, bool *full,
+		   bool *cut, bool *blocked)
 {
 	uint64		nrows;
 	uint64		routed = 0;
 	int			claimed = 0;
 	SPITupleTable *tt;
 
-	tt = store_route(st->schema, limit, limit,
+	tt = store_route(st->schema, limit, claim_limit,
 					 Min(grelout_batch_size, grelout_concurrency),
 					 grelout_lease_duration, lease, &nrows, blocked);
 	*cut = false;
@@ -606,7 +613,10 @@ route_step(RelayState *st, int limit, int64 lease, bool *full, bool *cut,
  * their requests, to be started once the claim commits; then schedule the
  * next claim.  When routing left new messages for want of slots, the
  * claim is not run: the slots left are fewer than the next message needs,
- * and the next settle, as requests finish, comes back for it.
+ * and the next settle, as requests finish, comes back for it.  But at
+ * least every CLAIM_AT_LEAST_MS it runs, with a quarter of the slots kept
+ * from routing, so that a backlog of new messages does not hold back due
+ * retries or the heads of ordered keys (which only the claim takes).
  */
 static void
 claim_step(RelayState *st, int limit)
@@ -617,22 +627,31 @@ claim_step(RelayState *st, int limit)
 	bool		routed_full;
 	bool		routed_cut;
 	bool		route_blocked;
+	bool		overdue;
 	List	   *fanout_dead = NIL;
 	SPITupleTable *tt;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	claimed = route_step(st, limit, lease, &routed_full, &routed_cut,
-						 &route_blocked);
-	if (claimed < limit && !routed_cut)
+	overdue = now_ts() >= st->claim_overdue_at;
+	claimed = route_step(st, limit,
+						 overdue ? limit - Max(1, limit / CLAIM_RESERVE_DIV) : limit,
+						 lease, &routed_full, &routed_cut, &route_blocked);
+	if (claimed < limit && (!routed_cut || overdue))
 	{
 		tt = store_claim(st->schema, limit - claimed, grelout_lease_duration,
 						 lease, grelout_max_attempts, grelout_dead_letter,
 						 &nrows);
+		st->claim_overdue_at = ms_after(CLAIM_AT_LEAST_MS);
 		for (uint64 i = 0; i < nrows; i++)
 		{
+			bool		isnull;
+
 			if (claimed_exhausted(st, tt->vals[i], tt->tupdesc, &fanout_dead))
 				continue;
+			(void) SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_KEY, &isnull);
+			if (!isnull)
+				st->keyed_claimed = true;
 			queue_job(st, tt->vals[i], tt->tupdesc, lease);
 		}
 	}

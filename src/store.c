@@ -468,7 +468,7 @@ static const char *finalize_sql_11 =
 "  state = CASE WHEN a.any_dead THEN 'dead' ELSE 'delivered' END,"
 "  delivered_at = CASE WHEN a.any_dead THEN NULL ELSE now() END,"
 "  dead_at = CASE WHEN a.any_dead THEN now() END,"
-"  fanout_delivered = o.fanout_delivered OR o.id = ANY ($3::uuid[]),"
+"  fanout_delivered = o.fanout_delivered OR coalesce(o.id = ANY ($3::uuid[]), false),"
 "  lease = NULL"
 " FROM a"
 " WHERE o.id = a.id AND o.route = 'fanout'"
