@@ -46,12 +46,14 @@ SHLIB_LINK = -lcurl -lcrypto
 # The regression tests are the sql/*.sql files other than the install
 # scripts; PGXS runs them in contrib_regression, the database the relays
 # serve.  The isolation specs run in isolation_regression, a database the
-# relays do not serve.  The Perl TAP tests start clusters of their own; PGXS skips them,
+# relays do not serve: ordering_publish, which needs relays routing in its
+# database (and prepared transactions), runs only in test/run's isolation
+# suite, whose cluster serves it.  The Perl TAP tests start clusters of their own; PGXS skips them,
 # saying so, when PostgreSQL was built without --enable-tap-tests.
 REGRESS = $(sort $(filter-out grelout--%,$(basename $(notdir $(wildcard $(srcdir)/sql/*.sql)))))
 REGRESS_OPTS =
 REGRESS_PREP = installcheck-prep
-ISOLATION = $(sort $(basename $(notdir $(wildcard $(srcdir)/specs/*.spec))))
+ISOLATION = $(sort $(filter-out ordering_publish,$(basename $(notdir $(wildcard $(srcdir)/specs/*.spec)))))
 ISOLATION_OPTS =
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl

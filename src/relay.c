@@ -609,52 +609,66 @@ route_step(RelayState *st, int limit, int claim_limit, int64 lease, bool *full,
 }
 
 /*
+ * claim_rows: run the claim statement for up to limit deliveries and queue
+ * their requests (a lapsed claim without attempts left is dead-lettered
+ * instead, its fan-out message in *fanout_dead); returns how many rows it
+ * claimed.  The claim is then not overdue for CLAIM_AT_LEAST_MS.
+ */
+static uint64
+claim_rows(RelayState *st, int limit, int64 lease, List **fanout_dead)
+{
+	uint64		nrows;
+	SPITupleTable *tt;
+
+	tt = store_claim(st->schema, limit, grelout_lease_duration, lease,
+					 grelout_max_attempts, grelout_dead_letter, &nrows);
+	st->claim_overdue_at = ms_after(CLAIM_AT_LEAST_MS);
+	for (uint64 i = 0; i < nrows; i++)
+	{
+		bool		isnull;
+
+		if (claimed_exhausted(st, tt->vals[i], tt->tupdesc, fanout_dead))
+			continue;
+		(void) SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_KEY, &isnull);
+		if (!isnull)
+			st->keyed_claimed = true;
+		queue_job(st, tt->vals[i], tt->tupdesc, lease);
+	}
+	return nrows;
+}
+
+/*
  * claim_step: route new messages, claim up to limit deliveries and build
  * their requests, to be started once the claim commits; then schedule the
  * next claim.  When routing left new messages for want of slots, the
  * claim is not run: the slots left are fewer than the next message needs,
  * and the next settle, as requests finish, comes back for it.  But at
- * least every CLAIM_AT_LEAST_MS it runs, with a quarter of the slots kept
- * from routing, so that a backlog of new messages does not hold back due
- * retries or the heads of ordered keys (which only the claim takes).
+ * least every CLAIM_AT_LEAST_MS the claim runs first, with a quarter of
+ * the slots (at least one), and routing takes what is left: so a backlog
+ * of new messages does not hold back due retries or the heads of ordered
+ * keys (which only the claim takes).
  */
 static void
 claim_step(RelayState *st, int limit)
 {
 	int64		lease;
 	uint64		nrows = 0;
-	int			claimed;
+	int			claimed = 0;
 	bool		routed_full;
 	bool		routed_cut;
 	bool		route_blocked;
-	bool		overdue;
 	List	   *fanout_dead = NIL;
-	SPITupleTable *tt;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	overdue = now_ts() >= st->claim_overdue_at;
-	claimed = route_step(st, limit,
-						 overdue ? limit - Max(1, limit / CLAIM_RESERVE_DIV) : limit,
-						 lease, &routed_full, &routed_cut, &route_blocked);
-	if (claimed < limit && (!routed_cut || overdue))
-	{
-		tt = store_claim(st->schema, limit - claimed, grelout_lease_duration,
-						 lease, grelout_max_attempts, grelout_dead_letter,
-						 &nrows);
-		st->claim_overdue_at = ms_after(CLAIM_AT_LEAST_MS);
-		for (uint64 i = 0; i < nrows; i++)
-		{
-			bool		isnull;
-
-			if (claimed_exhausted(st, tt->vals[i], tt->tupdesc, &fanout_dead))
-				continue;
-			(void) SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_KEY, &isnull);
-			if (!isnull)
-				st->keyed_claimed = true;
-			queue_job(st, tt->vals[i], tt->tupdesc, lease);
-		}
-	}
+	if (now_ts() >= st->claim_overdue_at)
+		nrows = claim_rows(st, Max(1, limit / CLAIM_RESERVE_DIV), lease,
+						   &fanout_dead);
+	claimed = (int) nrows;
+	claimed += route_step(st, limit, limit - claimed, lease, &routed_full,
+						  &routed_cut, &route_blocked);
+	if (claimed < limit && !routed_cut && nrows == 0)
+		claimed += (int) claim_rows(st, limit - claimed, lease, &fanout_dead);
 	/* a fan-out delivery dead-lettered here may have been its message's last */
 	if (fanout_dead != NIL)
 		store_finalize_fanout(fanout_dead, grelout_keep_mode != GRELOUT_KEEP_OFF);
@@ -665,8 +679,7 @@ claim_step(RelayState *st, int limit)
 	 * interval.  Routing cut for want of slots waits for requests to
 	 * finish: their settle's cycle claims again.
 	 */
-	st->claim_wanted = !routed_cut &&
-		(routed_full || claimed + nrows >= (uint64) limit);
+	st->claim_wanted = !routed_cut && (routed_full || claimed >= limit);
 	st->next_claim_at = ms_after(grelout_poll_interval);
 	if (!st->claim_wanted && !routed_cut)
 	{
