@@ -76,10 +76,10 @@
 #define RELAY_LOCK_TIMEOUT		"1s"
 #define RELAY_CYCLE_TIMEOUT_MS	30000
 /*
- * While routing takes every free slot (a backlog of new messages), the
- * claim still runs this often, with a share of the slots kept from
- * routing (CLAIM_RESERVE_DIV): due retries and the heads of ordered keys,
- * which routing never claims, are not held back by the backlog.
+ * While routing takes every free slot (a backlog of new messages) and a
+ * handler is ordered, the claim still runs this often, first, with a share
+ * of the slots (CLAIM_RESERVE_DIV): the heads of ordered keys, which
+ * routing never claims, are not held back by the backlog.
  */
 #define CLAIM_AT_LEAST_MS		100
 #define CLAIM_RESERVE_DIV		4
@@ -642,11 +642,15 @@ claim_rows(RelayState *st, int limit, int64 lease, List **fanout_dead)
  * their requests, to be started once the claim commits; then schedule the
  * next claim.  When routing left new messages for want of slots, the
  * claim is not run: the slots left are fewer than the next message needs,
- * and the next settle, as requests finish, comes back for it.  But at
- * least every CLAIM_AT_LEAST_MS the claim runs first, with a quarter of
- * the slots (at least one), and routing takes what is left: so a backlog
- * of new messages does not hold back due retries or the heads of ordered
- * keys (which only the claim takes).
+ * and the next settle, as requests finish, comes back for it.  But while
+ * a handler is ordered, at least every CLAIM_AT_LEAST_MS the claim runs
+ * first, with a quarter of the slots (at least one), and routing takes
+ * what is left: so a backlog of new messages does not hold back the heads
+ * of ordered keys (which only the claim takes), nor due retries.  Without
+ * an ordered handler it does not (a claim walks the dead claim-index
+ * entries of the deliveries routing claimed: running it every 100 ms cost
+ * the fan-out drain a tenth of its rate), and due retries wait for the
+ * backlog of new messages to be routed.
  */
 static void
 claim_step(RelayState *st, int limit)
@@ -661,7 +665,8 @@ claim_step(RelayState *st, int limit)
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	if (now_ts() >= st->claim_overdue_at)
+	if (now_ts() >= st->claim_overdue_at && st->schema == STORE_SCHEMA_1_1 &&
+		store_any_ordered_handler())
 		nrows = claim_rows(st, Max(1, limit / CLAIM_RESERVE_DIV), lease,
 						   &fanout_dead);
 	claimed = (int) nrows;

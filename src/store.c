@@ -611,8 +611,11 @@ store_schema(void)
  * is created), and the change sees what routing before it wrote.  The
  * lock is the transaction's: it goes with the cycle's commit.
  *
- * Then the router lock, exclusive, also tried: one relay routes at a
- * time, from the lock to its cycle's commit.  The next routing's snapshot
+ * Then, while some handler is ordered, the router lock, exclusive, also
+ * tried: one relay routes at a time, from the lock to its cycle's commit
+ * (without an ordered handler the relays route side by side: serializing
+ * them made two relays drain no faster than one).  A handler made ordered
+ * orders the messages routed from then on.  The next routing's snapshot
  * is taken after that commit, so it sees every message the previous one
  * routed and gives the messages it routes greater routing numbers: the
  * numbers follow the order in which commits became visible (README,
@@ -634,9 +637,10 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 	if (!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
 										  Int32GetDatum(ROUTING_LOCK_KEY1),
 										  Int32GetDatum(ROUTING_LOCK_KEY2))) ||
-		!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4,
-										  Int32GetDatum(ROUTING_LOCK_KEY1),
-										  Int32GetDatum(ROUTER_LOCK_KEY2))))
+		(store_any_ordered_handler() &&
+		 !DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4,
+										   Int32GetDatum(ROUTING_LOCK_KEY1),
+										   Int32GetDatum(ROUTER_LOCK_KEY2)))))
 	{
 		*blocked = true;
 		return NULL;
