@@ -11,6 +11,14 @@
  * libcurl's timers, and a signal is answered at once while requests are in
  * flight.  Connections are reused across requests by the multi handle.
  *
+ * Easy handles are reused too: one per request slot, made the first time
+ * that many requests are in flight at once.  The options every request
+ * shares (policy, callbacks) are set when a handle is made; starting a
+ * request sets only what is its own (URL, body, headers, timeout, and the
+ * request its callbacks fill), all of it every time, so nothing of one
+ * request reaches the next.  A change of the engine's settings retires
+ * every handle made before it.
+ *
  * Policy enforced here on every request: only http and https, no
  * redirects, TLS verification on, an optional CA bundle, no proxy from the
  * environment, a bounded read of the response body, and (when asked) no
@@ -41,7 +49,25 @@ struct HttpEngine
 	char	   *ca_file;
 	bool		block_private;
 	EdgeCidrList allowed;		/* a copy of grelout.allowed_networks */
+
+	/* easy handles kept for the next requests (see handle_take) */
+	HttpHandle **idle;
+	int			nidle;
+	int			idle_cap;
+	unsigned	settings;		/* bumped by every http_engine_configure */
 };
+
+/*
+ * An easy handle with the shared options set, for one request at a time;
+ * made under the engine's settings numbered "settings".
+ */
+struct HttpHandle
+{
+	CURL	   *easy;
+	unsigned	settings;
+};
+
+static void handle_free(HttpHandle *h);
 
 /* now_ms: a monotonic clock in milliseconds. */
 static int64_t
@@ -286,6 +312,11 @@ http_engine_configure(HttpEngine *engine, const char *ca_file,
 		engine->allowed = *allowed_networks;
 	else
 		engine->allowed.n = 0;
+
+	/* handles in flight are retired when they come back (handle_put) */
+	engine->settings++;
+	while (engine->nidle > 0)
+		handle_free(engine->idle[--engine->nidle]);
 }
 
 /* http_engine_fd: the descriptor to wait on for socket activity. */
@@ -307,14 +338,114 @@ http_engine_timeout(HttpEngine *engine)
 	return left < 0 ? 0 : (long) left;
 }
 
+/* handle_free: an easy handle gone for good. */
+static void
+handle_free(HttpHandle *h)
+{
+	curl_easy_cleanup(h->easy);
+	free(h);
+}
+
 /*
- * http_engine_start: begin a request.  Returns false (with req->errbuf
+ * handle_new: an easy handle with the options every request shares: the
+ * policy of the file header and the callbacks.  NULL when out of memory.
+ */
+static HttpHandle *
+handle_new(HttpEngine *engine)
+{
+	HttpHandle *h = malloc(sizeof(HttpHandle));
+	CURL	   *easy;
+
+	if (h == NULL)
+		return NULL;
+	easy = curl_easy_init();
+	if (easy == NULL)
+	{
+		free(h);
+		return NULL;
+	}
+	h->easy = easy;
+	h->settings = engine->settings;
+	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(easy, CURLOPT_PROXY, "");
+	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (engine->ca_file)
+		curl_easy_setopt(easy, CURLOPT_CAINFO, engine->ca_file);
+	curl_easy_setopt(easy, CURLOPT_POST, 1L);
+	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
+	curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, prereq_cb);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	return h;
+}
+
+/*
+ * handle_take: an idle handle made under the current settings, or a new
+ * one.  NULL when out of memory.
+ */
+static HttpHandle *
+handle_take(HttpEngine *engine)
+{
+	if (engine->nidle > 0)
+		return engine->idle[--engine->nidle];
+	return handle_new(engine);
+}
+
+/*
+ * handle_put: a handle whose request is over, kept for the next request
+ * unless the settings changed since it was made.
+ */
+static void
+handle_put(HttpEngine *engine, HttpHandle *h)
+{
+	CURL	   *easy = h->easy;
+
+	/* no pointer into the finished request's memory stays behind */
+	curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, NULL);
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, NULL);
+	curl_easy_setopt(easy, CURLOPT_HEADERDATA, NULL);
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, NULL);
+	curl_easy_setopt(easy, CURLOPT_PREREQDATA, NULL);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, NULL);
+	if (h->settings != engine->settings)
+	{
+		handle_free(h);
+		return;
+	}
+	if (engine->nidle == engine->idle_cap)
+	{
+		int			cap = engine->idle_cap ? engine->idle_cap * 2 : 16;
+		HttpHandle **idle = realloc(engine->idle, cap * sizeof(HttpHandle *));
+
+		if (idle == NULL)
+		{
+			handle_free(h);
+			return;
+		}
+		engine->idle = idle;
+		engine->idle_cap = cap;
+	}
+	engine->idle[engine->nidle++] = h;
+}
+
+/*
+ * http_engine_start: begin a request on a free handle.  Every option that
+ * belongs to one request is set here, each time, so that nothing of the
+ * handle's previous request is left.  Returns false (with req->errbuf
  * set) when libcurl cannot even take it.
  */
 bool
 http_engine_start(HttpEngine *engine, HttpRequest *req)
 {
-	CURL	   *easy = curl_easy_init();
+	HttpHandle *h = handle_take(engine);
+	CURL	   *easy;
 
 	req->result = CURLE_OK;
 	req->status = 0;
@@ -326,46 +457,32 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 	req->body_read = 0;
 	req->refused[0] = '\0';
 	req->errbuf[0] = '\0';
-	req->easy = easy;
+	req->handle = h;
 	req->engine = engine;
-	if (easy == NULL)
+	if (h == NULL)
 	{
 		snprintf(req->errbuf, sizeof(req->errbuf), "out of memory in libcurl");
 		return false;
 	}
 
+	easy = h->easy;
 	curl_easy_setopt(easy, CURLOPT_PRIVATE, req);
 	curl_easy_setopt(easy, CURLOPT_URL, req->url);
-	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(easy, CURLOPT_PROXY, "");
-	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 2L);
-	if (engine->ca_file)
-		curl_easy_setopt(easy, CURLOPT_CAINFO, engine->ca_file);
-	curl_easy_setopt(easy, CURLOPT_POST, 1L);
 	curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_len);
 	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, req->body);
 	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, req->headers);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, req->timeout_ms);
-	curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, write_cb);
 	curl_easy_setopt(easy, CURLOPT_WRITEDATA, req);
-	curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, header_cb);
 	curl_easy_setopt(easy, CURLOPT_HEADERDATA, req);
-	curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, opensocket_cb);
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, req);
-	curl_easy_setopt(easy, CURLOPT_PREREQFUNCTION, prereq_cb);
 	curl_easy_setopt(easy, CURLOPT_PREREQDATA, req);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->errbuf);
-	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
 
 	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
 	{
 		snprintf(req->errbuf, sizeof(req->errbuf), "libcurl refused the request");
-		curl_easy_cleanup(easy);
-		req->easy = NULL;
+		handle_free(h);
+		req->handle = NULL;
 		return false;
 	}
 	engine->running++;
@@ -428,8 +545,8 @@ http_engine_next_done(HttpEngine *engine)
 		req->result = msg->data.result;
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &req->status);
 		curl_multi_remove_handle(engine->multi, easy);
-		curl_easy_cleanup(easy);
-		req->easy = NULL;
+		handle_put(engine, req->handle);
+		req->handle = NULL;
 		engine->running--;
 		return req;
 	}

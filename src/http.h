@@ -42,11 +42,12 @@ typedef struct HttpRequest
 	size_t		body_read;
 	char		refused[160];	/* why a connection was refused by policy */
 	char		errbuf[CURL_ERROR_SIZE];
-	CURL	   *easy;
+	struct HttpHandle *handle;	/* the easy handle it runs on */
 	struct HttpEngine *engine;
 } HttpRequest;
 
 typedef struct HttpEngine HttpEngine;
+typedef struct HttpHandle HttpHandle;
 
 extern HttpEngine *http_engine_create(void);
 extern void http_engine_configure(HttpEngine *engine, const char *ca_file,

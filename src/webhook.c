@@ -10,7 +10,9 @@
  *
  * The only user of sign.c.  Everything a request needs is copied into the
  * job's own memory context, so the job outlives the claim's transaction;
- * a job that fails half-built releases its memory and curl headers.
+ * a job that fails half-built releases its memory.  The header list is
+ * built there too (HeaderLines), not with curl_slist_append: one buffer
+ * for the lines and one array for the list's nodes, no malloc a header.
  *
  *-------------------------------------------------------------------------
  */
@@ -27,44 +29,77 @@
 #include "utils/timestamp.h"
 
 /*
- * append_header: add "name: value" to a curl header list; a name or value
- * that could break the request is skipped (they are validated on write, so
- * this only guards against rows written around the checks).
+ * The header lines of one request while it is built: "name: value" lines,
+ * each ended by a NUL, one after another in one buffer of the job's memory
+ * context, and where each starts.  header_list turns them into the list
+ * libcurl reads (and never changes or frees).
  */
-static void
-append_header(struct curl_slist **list, const char *name, int nlen,
-			  const char *value, int vlen)
+typedef struct HeaderLines
 {
 	StringInfoData buf;
-	struct curl_slist *l;
+	int		   *starts;
+	int			n;
+	int			cap;
+} HeaderLines;
 
+/* header_line_start: a new line begins at the end of the buffer. */
+static void
+header_line_start(HeaderLines *h)
+{
+	if (h->n == h->cap)
+	{
+		h->cap = h->cap ? h->cap * 2 : 16;
+		h->starts = h->starts ? repalloc(h->starts, h->cap * sizeof(int)) :
+			palloc(h->cap * sizeof(int));
+	}
+	h->starts[h->n++] = h->buf.len;
+}
+
+/*
+ * append_header: add "name: value"; a name or value that could break the
+ * request is skipped (they are validated on write, so this only guards
+ * against rows written around the checks).
+ */
+static void
+append_header(HeaderLines *h, const char *name, int nlen,
+			  const char *value, int vlen)
+{
 	if (!edge_header_name_valid(name, nlen) ||
 		!edge_header_value_valid(value, vlen))
 		return;
-	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, name, nlen);
-	appendStringInfoString(&buf, ": ");
-	appendBinaryStringInfo(&buf, value, vlen);
-	l = curl_slist_append(*list, buf.data);
-	pfree(buf.data);
-	if (l == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory building webhook headers")));
-	*list = l;
+	header_line_start(h);
+	appendBinaryStringInfo(&h->buf, name, nlen);
+	appendBinaryStringInfo(&h->buf, ": ", 2);
+	appendBinaryStringInfo(&h->buf, value, vlen);
+	appendStringInfoChar(&h->buf, '\0');
 }
 
 /* append_raw: add one header line as is (no checks). */
 static void
-append_raw(struct curl_slist **list, const char *line)
+append_raw(HeaderLines *h, const char *line)
 {
-	struct curl_slist *l = curl_slist_append(*list, line);
+	header_line_start(h);
+	appendBinaryStringInfo(&h->buf, line, strlen(line) + 1);
+}
 
-	if (l == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory building webhook headers")));
-	*list = l;
+/*
+ * header_list: the lines as a curl_slist whose nodes, like the lines, are
+ * in the current memory context; NULL for none.
+ */
+static struct curl_slist *
+header_list(HeaderLines *h)
+{
+	struct curl_slist *nodes;
+
+	if (h->n == 0)
+		return NULL;
+	nodes = palloc(h->n * sizeof(struct curl_slist));
+	for (int i = 0; i < h->n; i++)
+	{
+		nodes[i].data = h->buf.data + h->starts[i];
+		nodes[i].next = (i + 1 < h->n) ? &nodes[i + 1] : NULL;
+	}
+	return nodes;
 }
 
 /* handler_sets: does the handler's headers object set this name (any case)? */
@@ -97,7 +132,7 @@ handler_sets(Jsonb *handler, const char *name, int nlen)
  * This holds for messages stored around the publish checks too.
  */
 static void
-append_json_headers(struct curl_slist **list, Jsonb *headers, Jsonb *handler,
+append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
 					bool from_message)
 {
 	JsonbIterator *it;
@@ -134,35 +169,33 @@ append_json_headers(struct curl_slist **list, Jsonb *headers, Jsonb *handler,
  * the previous secret during a rotation.
  */
 static void
-append_signature(struct curl_slist **list, const char *id, int64 ts,
+append_signature(HeaderLines *list, const char *id, int64 ts,
 				 const char *body, size_t body_len,
 				 const char *secret, const char *previous)
 {
 	const char *secrets[2] = {secret, previous};
-	StringInfoData buf;
+	char		value[2 * GRELOUT_SIGNATURE_LEN];
+	int			len = 0;
 
-	initStringInfo(&buf);
 	for (int i = 0; i < 2; i++)
 	{
 		unsigned char key[GRELOUT_SECRET_MAX_BYTES];
 		size_t		keylen;
-		char		sig[GRELOUT_SIGNATURE_LEN];
 
 		if (secrets[i] == NULL ||
 			edge_secret_decode(secrets[i], strlen(secrets[i]), key, &keylen) != EDGE_SECRET_OK)
 			continue;
-		if (grelout_sign(key, keylen, id, ts, body, body_len, sig) != 0)
+		if (len > 0)
+			value[len++] = ' ';
+		if (grelout_sign(key, keylen, id, ts, body, body_len, value + len) != 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INTERNAL_ERROR),
 					 errmsg("could not compute webhook signature")));
 		explicit_bzero(key, sizeof(key));
-		if (buf.len > 0)
-			appendStringInfoChar(&buf, ' ');
-		appendStringInfoString(&buf, sig);
+		len += strlen(value + len);
 	}
-	if (buf.len > 0)
-		append_header(list, "webhook-signature", 17, buf.data, buf.len);
-	pfree(buf.data);
+	if (len > 0)
+		append_header(list, "webhook-signature", 17, value, len);
 }
 
 /* webhook_text_column: a text column of a claimed row, copied, or NULL. */
@@ -209,7 +242,8 @@ request_timeout_ms(HeapTuple tup, TupleDesc desc)
 static void
 add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 {
-	struct curl_slist **h = &job->req.headers;
+	HeaderLines lines = {0};
+	HeaderLines *h = &lines;
 	char	   *key = webhook_text_column(tup, desc, CLAIM_KEY);
 	char	   *secret = webhook_text_column(tup, desc, CLAIM_SECRET);
 	char	   *previous = webhook_text_column(tup, desc, CLAIM_PREVIOUS_SECRET);
@@ -219,6 +253,7 @@ add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	Datum		d;
 	Jsonb	   *handler;
 
+	initStringInfo(&lines.buf);
 	append_header(h, "Content-Type", 12, "application/json", 16);
 	append_header(h, "User-Agent", 10, GRELOUT_USER_AGENT,
 				  strlen(GRELOUT_USER_AGENT));
@@ -248,6 +283,7 @@ add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	d = SPI_getbinval(tup, desc, CLAIM_HEADERS, &isnull);
 	if (!isnull)
 		append_json_headers(h, DatumGetJsonbP(d), handler, true);
+	job->req.headers = header_list(h);
 }
 
 /* fill_job: everything of a job but its memory context. */
@@ -304,12 +340,9 @@ webhook_build(MemoryContext parent, HeapTuple tup, TupleDesc desc, int64 lease)
 	return job;
 }
 
-/* webhook_free: release a job's curl headers and memory. */
+/* webhook_free: release a job's memory, its header list included. */
 void
 webhook_free(WebhookJob *job)
 {
-	if (job->req.headers)
-		curl_slist_free_all(job->req.headers);
-	job->req.headers = NULL;
 	MemoryContextDelete(job->cxt);
 }

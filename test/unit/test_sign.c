@@ -4,7 +4,8 @@
  *	  Unit tests of src/sign.c, Standard Webhooks 1.0 signatures: the
  *	  specification's published test vector, and agreement with an
  *	  independent computation (OpenSSL's one-shot HMAC and base64) over
- *	  the exact bytes of "id.timestamp.body".  Prints TAP.
+ *	  the exact bytes of "id.timestamp.body", also while sign.c reuses
+ *	  the contexts of keys it kept.  Prints TAP.
  *
  *-------------------------------------------------------------------------
  */
@@ -129,10 +130,62 @@ test_reference(void)
 	}
 }
 
+/*
+ * test_kept_keys: sign.c keeps the keyed contexts of its last few keys.
+ * Many keys in turn, more than it keeps, some repeating at once and some
+ * after others pushed them out, keys that are prefixes of one another and
+ * a key longer than any kept, each signature against the reference: a kept
+ * context used for the wrong key, or one left mid-message, would differ.
+ */
+static void
+test_kept_keys(void)
+{
+	unsigned char keys[7][100];
+	size_t		lens[7] = {32, 31, 64, 24, 33, 100, 32};
+	char		sig[GRELOUT_SIGNATURE_LEN];
+	char		ref[GRELOUT_SIGNATURE_LEN + 8];
+	int			mismatches = 0;
+	uint32_t	seed = 7;
+
+	for (int k = 0; k < 7; k++)
+		for (size_t i = 0; i < sizeof(keys[k]); i++)
+		{
+			seed = seed * 1664525 + 1013904223;
+			keys[k][i] = (unsigned char) (seed >> 24);
+		}
+	/* key 1 is key 0 less its last byte; key 4 is key 0 and one more */
+	memcpy(keys[1], keys[0], 31);
+	memcpy(keys[4], keys[0], 32);
+	/* key 6 differs from key 0 in its last byte only */
+	memcpy(keys[6], keys[0], 32);
+	keys[6][31] ^= 0x80;
+
+	for (int round = 0; round < 400; round++)
+	{
+		int			k = (round % 5 == 0) ? (round / 5) % 7 : (round * 3 + round / 7) % 7;
+		char		id[40];
+		char		body[64];
+
+		snprintf(id, sizeof(id), "msg-%d", round);
+		snprintf(body, sizeof(body), "{\"n\": %d}", round);
+		if (grelout_sign(keys[k], lens[k], id, 1700000000 + round, body, strlen(body), sig) != 0)
+			mismatches++;
+		reference_sign(keys[k], lens[k], id, 1700000000 + round, body, strlen(body), ref);
+		if (strcmp(sig, ref) != 0)
+			mismatches++;
+		/* the same message again at once: the kept context, reused */
+		if (grelout_sign(keys[k], lens[k], id, 1700000000 + round, body, strlen(body), sig) != 0 ||
+			strcmp(sig, ref) != 0)
+			mismatches++;
+	}
+	is_int(mismatches, 0, "800 signatures over 7 keys in turn (prefixes, a last byte apart, one of 100 bytes) agree with OpenSSL's HMAC()");
+}
+
 int
 main(void)
 {
 	test_vector();
 	test_reference();
+	test_kept_keys();
 	return done_testing();
 }
