@@ -919,6 +919,11 @@ class Bench:
                'v10_library': old.library}
         log('  1.0 cluster: extension %s, relay library %s' % (old.version, old.library))
         try:
+            # the current cluster is warm from the figures before: so is 1.0's
+            # after a drain that is not counted (its relay, plans and buffers)
+            self.pause()
+            old.drain(max(1, n // 5), '1.0 warm-up')
+            old.pause()
             for run in range(self.sz['runs']):
                 order = ('v10', 'current') if run % 2 == 0 else ('current', 'v10')
                 for who in order:
@@ -1054,34 +1059,38 @@ class Bench:
     def fig12(self):
         """the figure 2 drain (default settings) with a backlog of idle_backlog
         messages of a topic no handler matches, and of a topic whose handler
-        is disabled, against the same drain without them (half of those runs
-        before, half after)."""
-        n, idle, runs = self.sz['backlog'], self.sz['idle_backlog'], self.sz['runs']
+        is disabled, against the same drain without them: each run drains all
+        three, in an order rotated run by run, each backlog published and
+        routed just before its drain and deleted after it."""
+        n, idle = self.sz['backlog'], self.sz['idle_backlog']
         log('figure 12: drain of %d with %d messages of an idle topic' % (n, idle))
         self.load_note('fig 12 start')
-        out = {'messages': n, 'idle': idle, 'without': [], 'none': [], 'disabled': []}
+        kinds = ['without', 'none', 'disabled']
+        out = {'messages': n, 'idle': idle, 'order': []}
+        out.update((k, []) for k in kinds)
         self.pause()
         self.q("DELETE FROM grelout.outbox WHERE topic LIKE 'idle.%%'")
-        before = (runs + 1) // 2
-        for run in range(before):
-            out['without'].append(self.drain(n, 'no idle backlog run %d' % (run + 1)))
-        out['none_routes'] = self.idle_backlog('idle.none', idle)
-        for run in range(runs):
-            out['none'].append(self.drain(n, 'no-handler backlog run %d' % (run + 1)))
+        for run in range(self.sz['runs']):
+            order = kinds[run % 3:] + kinds[:run % 3]
+            out['order'].append(order)
+            for kind in order:
+                if kind == 'none':
+                    out['none_routes'] = self.idle_backlog('idle.none', idle)
+                elif kind == 'disabled':
+                    self.q("INSERT INTO grelout.handlers (name, topic, url, enabled)"
+                           " VALUES ('idle-off', 'idle.off', %s, false)",
+                           (self.nginx_url + '/idle',))
+                    out['disabled_routes'] = self.idle_backlog('idle.off', idle)
+                label = {'without': 'no idle backlog', 'none': 'no-handler backlog',
+                         'disabled': 'disabled backlog'}[kind]
+                out[kind].append(self.drain(n, '%s run %d' % (label, run + 1)))
+                if kind != 'without':
+                    self.pause()
+                    # the messages first: deleting the handler would unroute them
+                    self.q("DELETE FROM grelout.outbox WHERE topic LIKE 'idle.%%'")
+                    self.q("DELETE FROM grelout.handlers WHERE name = 'idle-off'")
         self.pause()
-        self.q("DELETE FROM grelout.outbox WHERE topic = 'idle.none'")
-        self.q("INSERT INTO grelout.handlers (name, topic, url, enabled)"
-               " VALUES ('idle-off', 'idle.off', %s, false)", (self.nginx_url + '/idle',))
-        out['disabled_routes'] = self.idle_backlog('idle.off', idle)
-        for run in range(runs):
-            out['disabled'].append(self.drain(n, 'disabled backlog run %d' % (run + 1)))
-        self.pause()
-        # the messages first: deleting the handler would unroute them
-        self.q("DELETE FROM grelout.outbox WHERE topic = 'idle.off'")
-        self.q("DELETE FROM grelout.handlers WHERE name = 'idle-off'")
         self.q('VACUUM ANALYZE grelout.outbox, grelout.fanout')
-        for run in range(before, runs):
-            out['without'].append(self.drain(n, 'no idle backlog run %d' % (run + 1)))
         self.res['figures']['12'] = out
         self.load_note('fig 12 end')
 
@@ -1236,6 +1245,8 @@ def render_issue14(res, sz):
     f = res['figures']
     L, T = [], []
     med = lambda v: stats(v)[0]
+    # the median of run-by-run ratios (each run drains both sides back to back)
+    paired = lambda a, b: statistics.median(p / q for p, q in zip(a, b))
     if '10' in f:
         x = f['10']
         L.append('## 10. grelout 1.0 beside the current code\n')
@@ -1248,8 +1259,10 @@ def render_issue14(res, sz):
                      'and installs it into a copy of this PostgreSQL installation under the '
                      'run\'s temporary directory (same relative layout of bin, lib and share, so '
                      'the copy\'s server loads its own `grelout.so`: the relay ran %s); that '
-                     'cluster has the same settings, runs only for this figure, and each side\'s '
-                     'relays are paused while the other drains.\n'
+                     'cluster has the same settings, runs only for this figure (after an '
+                     'uncounted warm-up drain of a fifth of the backlog: the current cluster is '
+                     'warm from the figures before), and each side\'s relays are paused while '
+                     'the other drains.\n'
                      % (x['messages'], x['v10_revision'], x['v10_library']))
             L.append('| drain | median msgs/s | min | max |\n| --- | --- | --- | --- |')
             L.append(row3('grelout 1.0', x['v10']))
@@ -1261,7 +1274,9 @@ def render_issue14(res, sz):
                 L.append('| %d | %s | %.0f | %.0f | %.2f |'
                          % (i + 1, '1.0' if i % 2 == 0 else 'current', a, b, b / a))
             L.append('')
-            L.append('Ratio (current / 1.0, medians): **%.2f**\n' % (med(x['current']) / med(x['v10'])))
+            L.append('Ratio (current / 1.0), median of the runs\' ratios: **%.2f** (ratio of the '
+                     'medians %.2f)\n' % (paired(x['current'], x['v10']),
+                                          med(x['current']) / med(x['v10'])))
             if x.get('v10_relay_us') and x.get('current_relay_us'):
                 L.append('Relay CPU time a delivery (user + system), median: %.1f us 1.0, '
                          '%.1f us current.\n' % (statistics.median(x['v10_relay_us']),
@@ -1298,17 +1313,26 @@ def render_issue14(res, sz):
                  '%d messages of another topic wait: of topic `idle.none`, which no handler '
                  'matches (routed `waiting`), then of topic `idle.off`, whose handler is '
                  'disabled (routed to it, pending); each backlog published with the relays '
-                 'paused and routed before its drains. Against the same drain with neither '
-                 '(half of those runs before the backlogs, half after).\n'
+                 'paused and routed (relays on until none is left unrouted) just before its '
+                 'drain, and deleted after it. Against the same drain with neither: each run '
+                 'drains all three, in an order rotated run by run.\n'
                  % (x['messages'], x['idle']))
         L.append('| drain | median msgs/s | min | max |\n| --- | --- | --- | --- |')
         L.append(row3('without an idle backlog', x['without']))
         L.append(row3('with %d messages of a topic with no handler' % x['idle'], x['none']))
         L.append(row3('with %d messages of a disabled handler' % x['idle'], x['disabled']))
         L.append('')
-        w = med(x['without'])
-        L.append('Ratios (with / without, medians): no handler **%.2f**, disabled handler '
-                 '**%.2f**.\n' % (med(x['none']) / w, med(x['disabled']) / w))
+        L.append('| run | order | without | no handler | disabled | no handler / without '
+                 '| disabled / without |')
+        L.append('| --- | --- | --- | --- | --- | --- | --- |')
+        for i, o in enumerate(x.get('order', [])):
+            a, b, c = x['without'][i], x['none'][i], x['disabled'][i]
+            L.append('| %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f |'
+                     % (i + 1, ', '.join(o), a, b, c, b / a, c / a))
+        L.append('')
+        L.append('Ratios (with / without), median of the runs\' ratios: no handler **%.2f**, '
+                 'disabled handler **%.2f**.\n' % (paired(x['none'], x['without']),
+                                                   paired(x['disabled'], x['without'])))
         L.append('The idle backlogs as routed (route, state: count): no handler %s; disabled %s.\n'
                  % (x.get('none_routes'), x.get('disabled_routes')))
 
@@ -1324,8 +1348,9 @@ def render_issue14(res, sz):
     def t10(x):
         if 'missing' in x:
             return 'not measured (%s)' % x['missing'], '-'
-        r = med(x['current']) / med(x['v10'])
-        return ('%.2f x (%.0f against %.0f msgs/s)' % (r, med(x['current']), med(x['v10'])),
+        r = paired(x['current'], x['v10'])
+        return ('%.2f x (median of the runs\' ratios; medians %.0f against %.0f msgs/s)'
+                % (r, med(x['current']), med(x['v10'])),
                 'yes' if r >= 2 else 'no')
     target('10. drain vs 1.0', 'default settings >= 2 x 1.0 in the same run', '10', t10)
 
@@ -1361,8 +1386,9 @@ def render_issue14(res, sz):
 
     def t12(kind, label):
         def m(x):
-            r = med(x[kind]) / med(x['without'])
-            return '%.2f x' % r, 'yes' if r >= 0.95 else 'no'
+            r = paired(x[kind], x['without'])
+            return ('%.2f x (median of the runs\' ratios; medians %.0f against %.0f msgs/s)'
+                    % (r, med(x[kind]), med(x['without']))), 'yes' if r >= 0.95 else 'no'
         target('12. %s' % label, 'a 100,000-message backlog of it costs the other topics\' '
                'drain < 5% (ratio >= 0.95)', '12', m)
     t12('none', 'topic with no handler')
