@@ -16,6 +16,11 @@ up; not meant to be run by hand.  Measures, against that cluster and nginx:
   7. fan-out to 3 handlers against figure 2's single handler
   9. per-key ordering: a backlog over 1,000 keys drained by an ordered
      handler against an unordered one, and the latency at 50 msgs/s
+ 10. grelout 1.0 (built from its commit into a copy of this PostgreSQL by
+     bench/run, its own cluster) beside the current code: the figure 2 drain
+ 11. commit-to-arrival latency at 5,000 msgs/s sustained
+ 12. the figure 2 drain with a 100,000-message backlog of a topic with no
+     handler, and of a topic whose handler is disabled, against without
 
 and writes WORK/results.md.  Exits non-zero only when the benchmark breaks.
 
@@ -92,6 +97,8 @@ FULL = dict(
     confirm_seconds=60,
     budget_seconds=13 * 60 + 30,
     ladder=(0.15, 0.3, 0.45, 0.6, 0.8),
+    loaded_rate=5_000,
+    idle_backlog=100_000,
 )
 QUICK = dict(
     runs=1,
@@ -109,6 +116,8 @@ QUICK = dict(
     confirm_seconds=5,
     budget_seconds=120,
     ladder=(0.2, 0.4),
+    loaded_rate=1_000,
+    idle_backlog=2_000,
 )
 
 # Tuned relay settings (documented in results.md and the README).
@@ -136,6 +145,8 @@ class Bench:
         self.res = {'figures': {}, 'load': [], 'notes': []}
         self.t_start = time.time()
         self.workers = 1
+        # the queue tables a drain vacuums (figure 10's 1.0 has no fanout)
+        self.queue_tables = 'grelout.outbox, grelout.fanout'
 
     # -- plumbing ----------------------------------------------------------
     def connect(self):
@@ -435,7 +446,7 @@ class Bench:
         self.publish_backlog(n, topic, keys=keys)
         n_msgs, n = n, n * per_message
         # both queue tables: the fan-out rows of the previous runs are gone
-        self.q('VACUUM ANALYZE grelout.outbox, grelout.fanout')
+        self.q('VACUUM ANALYZE ' + self.queue_tables)
         self.q('CHECKPOINT')
         before = self.relays()
         base = sum(r[4] for r in before)
@@ -534,9 +545,12 @@ class Bench:
             rates.append(self.drain(self.sz['backlog'], 'default run %d' % (run + 1)))
             if run == 0:
                 self.mem_sample('after first drain')
-        wrk = [self.wrk(50) for _ in range(self.sz['runs'])]
-        log('  wrk -c 50: %s req/s' % ', '.join('%.0f' % w for w in wrk))
-        self.res['figures']['2'] = {'default': rates, 'wrk_default': wrk}
+        # as many connections as the relay's default concurrency (issue 14)
+        conns = int(self.q1('SHOW grelout.concurrency')) * int(self.q1('SHOW grelout.workers'))
+        wrk = [self.wrk(conns) for _ in range(self.sz['runs'])]
+        log('  wrk -c %d: %s req/s' % (conns, ', '.join('%.0f' % w for w in wrk)))
+        self.res['figures']['2'] = {'default': rates, 'wrk_default': wrk,
+                                    'default_conns': conns}
         self.load_note('fig 2 default end')
 
     def fig7(self):
@@ -872,6 +886,214 @@ class Bench:
                                     'best': chosen, 'ladder': ladder}
         self.load_note('fig 3 end')
 
+    # -- issue 14: figures 10, 11 and 12 ---------------------------------------
+    def issue14(self, fig):
+        """run an issue 14 figure; figure 3's time budget (checked against
+        the whole run's elapsed time) grows by what it took."""
+        t = time.time()
+        fig()
+        self.sz['budget_seconds'] += time.time() - t
+
+    def fig10(self):
+        """the figure 2 drain (default settings) of grelout 1.0 and of the
+        current code, run by run in alternating order, on the same machine in
+        the same run: 1.0 in its own cluster (OldCluster), same nginx."""
+        n = self.sz['backlog']
+        settings = dict(self.q("SELECT name, setting FROM pg_settings WHERE name IN"
+                               " ('grelout.workers', 'grelout.concurrency',"
+                               " 'grelout.batch_size')"))
+        if self.a.old_missing or not self.a.old_pgport:
+            reason = self.a.old_missing or 'no 1.0 cluster was given'
+            log('figure 10: 1.0 beside the current code: not measured (%s)' % reason)
+            self.res['figures']['10'] = {'missing': reason, 'settings': settings}
+            return
+        log('figure 10: grelout 1.0 beside the current code, %d backlog (default settings)' % n)
+        self.load_note('fig 10 start')
+        old = OldCluster(self.a)
+        old.start()
+        out = {'messages': n, 'v10': [], 'current': [], 'settings': settings,
+               'v10_settings': dict(old.q("SELECT name, setting FROM pg_settings WHERE name IN"
+                                          " ('grelout.workers', 'grelout.concurrency',"
+                                          " 'grelout.batch_size')")),
+               'v10_revision': self.a.old_revision, 'v10_version': old.version,
+               'v10_library': old.library}
+        log('  1.0 cluster: extension %s, relay library %s' % (old.version, old.library))
+        try:
+            # the current cluster is warm from the figures before: so is 1.0's
+            # after a drain that is not counted (its relay, plans and buffers)
+            self.pause()
+            old.drain(max(1, n // 5), '1.0 warm-up')
+            old.pause()
+            for run in range(self.sz['runs']):
+                order = ('v10', 'current') if run % 2 == 0 else ('current', 'v10')
+                for who in order:
+                    if who == 'v10':
+                        self.pause()
+                        out['v10'].append(old.drain(n, '1.0 run %d' % (run + 1)))
+                        old.pause()
+                    else:
+                        out['current'].append(self.drain(n, 'current vs 1.0 run %d' % (run + 1)))
+                        self.pause()
+            cpu = lambda rows, pre: [c['relay_us'] for c in rows if c['label'].startswith(pre)]
+            out['v10_relay_us'] = cpu(old.res.get('drain_cpu', []), '1.0 run')
+            out['current_relay_us'] = cpu(self.res.get('drain_cpu', []), 'current vs 1.0')
+        finally:
+            old.stop()
+        self.res['figures']['10'] = out
+        self.load_note('fig 10 end')
+
+    def fig11(self):
+        """commit-to-arrival latency of probes at the figure 4 rate while
+        publishers keep the total at a sustained loaded_rate msgs/s (default
+        settings)."""
+        rate, probe = self.sz['loaded_rate'], self.sz['latency_rate']
+        log('figure 11: latency at %d msgs/s sustained (%d/s probes, default settings)'
+            % (rate, probe))
+        self.load_note('fig 11 start')
+        self.pause()
+        self.reset_tables()
+        runs = [self.latency_loaded(rate, probe, self.sz['latency_seconds'])
+                for _ in range(self.sz['runs'])]
+        self.pause()
+        self.reset_tables()
+        self.res['figures']['11'] = {'rate': rate, 'probe_rate': probe, 'runs': runs}
+        self.load_note('fig 11 end')
+
+    def latency_loaded(self, rate, probe_rate, seconds):
+        """one figure 11 run: pgbench -R publishes rate - probe_rate msgs/s
+        (10 a transaction, to nginx) from warm-up to after the probes, while
+        latency_run publishes and times the probes; a sampler records the
+        backlog and the delivered counter every 0.5 s."""
+        import threading
+        per_tx, warm = 10, 2.0
+        script = ("\\set n random(1, 10000000)\n"
+                  "SELECT count(outbox_publish('bench', %s)) FROM generate_series(1, %d) g;\n"
+                  % (payload_sql(':n * 10 + g', 'g'), per_tx))
+        total = int(warm + seconds + 4)
+        argv = self.pgbench(script, 'fig11', total, clients=4,
+                            rate=(rate - probe_rate) / per_tx)
+        self.set_conf(grelout__relay='on')
+        samples, stop = [], threading.Event()
+
+        def sampler():
+            c = self.connect()
+            with c.cursor() as cur:
+                while not stop.is_set():
+                    cur.execute("SELECT (SELECT count(*) FROM grelout.outbox"
+                                " WHERE state IN ('pending', 'processing')),"
+                                " (SELECT coalesce(sum(delivered), 0)::bigint"
+                                " FROM grelout.relays)")
+                    b, d = cur.fetchone()
+                    samples.append((time.time(), b, d))
+                    stop.wait(0.5)
+            c.close()
+        pub = subprocess.Popen(argv, env=self.env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+        th = threading.Thread(target=sampler, daemon=True)
+        th.start()
+        try:
+            time.sleep(warm)
+            ta = time.time()
+            r = self.latency_run('grelout', seconds, probe_rate)
+            tb = time.time()
+            text = pub.communicate()[0].decode()
+        finally:
+            stop.set()
+            th.join()
+            if pub.poll() is None:
+                self.stop_child(pub)
+        if pub.returncode != 0:
+            raise Broken('figure 11: pgbench failed:\n' + text)
+        _, ntx = self.parse_pgbench(text)
+        # the probes' window, while the relays ran (latency_run pauses them at its end)
+        window = [s for s in samples if ta <= s[0] <= tb - 1.0]
+        if len(window) < 2:
+            raise Broken('figure 11: too few samples in the window (%d)' % len(window))
+        (t0, _, d0), (t1, _, d1) = window[0], window[-1]
+        r.update(published_rate=ntx * per_tx / float(total) + probe_rate,
+                 delivered_rate=(d1 - d0) / (t1 - t0),
+                 max_backlog=max(b for _, b, _ in window))
+        r['bounded'] = r['max_backlog'] <= max(1000, rate) and \
+            r['delivered_rate'] >= 0.95 * min(rate, r['published_rate'])
+        log('  loaded   published %.0f/s delivered %.0f/s in the window, max backlog %d'
+            % (r['published_rate'], r['delivered_rate'], r['max_backlog']))
+        # what the publishers added after the probes, delivered before the next step
+        self.set_conf(grelout__relay='on')
+        self.wait_empty('figure 11')
+        self.q('VACUUM grelout.outbox')
+        return r
+
+    def wait_empty(self, label, stall=60):
+        """wait until no message is pending or processing (relays on)."""
+        last, last_t = None, time.time()
+        while True:
+            left = self.q1("SELECT count(*) FROM grelout.outbox"
+                           " WHERE state IN ('pending', 'processing')"
+                           " AND topic NOT LIKE 'idle.%%'")
+            if left == 0:
+                return
+            if left != last:
+                last, last_t = left, time.time()
+            elif time.time() - last_t > stall:
+                raise Broken('%s: backlog of %d stopped draining' % (label, left))
+            time.sleep(0.2)
+
+    def idle_backlog(self, topic, n):
+        """n messages of topic published with the relays paused, then routed
+        (relays on until none is left unrouted); the routes they got."""
+        self.pause()
+        self.publish_backlog(n, topic)
+        self.set_conf(grelout__relay='on')
+        deadline = time.time() + 300
+        while self.q1("SELECT count(*) FROM grelout.outbox WHERE topic = %s"
+                      " AND route = 'new'", (topic,)):
+            if time.time() > deadline:
+                raise Broken('figure 12: the %s backlog was not routed in 300 s' % topic)
+            time.sleep(0.2)
+        self.pause()
+        routes = dict(self.q("SELECT route || ' ' || state, count(*) FROM grelout.outbox"
+                             " WHERE topic = %s GROUP BY 1", (topic,)))
+        log('  %d messages of %s: %s' % (n, topic, routes))
+        return routes
+
+    def fig12(self):
+        """the figure 2 drain (default settings) with a backlog of idle_backlog
+        messages of a topic no handler matches, and of a topic whose handler
+        is disabled, against the same drain without them: each run drains all
+        three, in an order rotated run by run, each backlog published and
+        routed just before its drain and deleted after it."""
+        n, idle = self.sz['backlog'], self.sz['idle_backlog']
+        log('figure 12: drain of %d with %d messages of an idle topic' % (n, idle))
+        self.load_note('fig 12 start')
+        kinds = ['without', 'none', 'disabled']
+        out = {'messages': n, 'idle': idle, 'order': []}
+        out.update((k, []) for k in kinds)
+        self.pause()
+        self.q("DELETE FROM grelout.outbox WHERE topic LIKE 'idle.%%'")
+        for run in range(self.sz['runs']):
+            order = kinds[run % 3:] + kinds[:run % 3]
+            out['order'].append(order)
+            for kind in order:
+                if kind == 'none':
+                    out['none_routes'] = self.idle_backlog('idle.none', idle)
+                elif kind == 'disabled':
+                    self.q("INSERT INTO grelout.handlers (name, topic, url, enabled)"
+                           " VALUES ('idle-off', 'idle.off', %s, false)",
+                           (self.nginx_url + '/idle',))
+                    out['disabled_routes'] = self.idle_backlog('idle.off', idle)
+                label = {'without': 'no idle backlog', 'none': 'no-handler backlog',
+                         'disabled': 'disabled backlog'}[kind]
+                out[kind].append(self.drain(n, '%s run %d' % (label, run + 1)))
+                if kind != 'without':
+                    self.pause()
+                    # the messages first: deleting the handler would unroute them
+                    self.q("DELETE FROM grelout.outbox WHERE topic LIKE 'idle.%%'")
+                    self.q("DELETE FROM grelout.handlers WHERE name = 'idle-off'")
+        self.pause()
+        self.q('VACUUM ANALYZE grelout.outbox, grelout.fanout')
+        self.res['figures']['12'] = out
+        self.load_note('fig 12 end')
+
     # -- machine -------------------------------------------------------------
     def machine(self):
         def sh(cmd):
@@ -916,10 +1138,16 @@ class Bench:
             if '2' not in self.res['figures']:
                 self.fig2_default()
             self.fig7()
+        if want('10'):
+            self.issue14(self.fig10)
+        if want('12'):
+            self.issue14(self.fig12)
         if want('9'):
             self.fig9()
         if want('4'):
             self.fig4()
+        if want('11'):
+            self.issue14(self.fig11)
         if want('5'):
             self.fig5()
         if want('6'):
@@ -946,6 +1174,58 @@ class Bench:
         log('done in %.0f s' % self.res['elapsed'])
 
 
+class OldCluster(Bench):
+    """Figure 10's grelout 1.0: a cluster of the copy of this PostgreSQL in
+    which bench/run installed 1.0 (built from its commit), with the same
+    settings and the same nginx.  Bench's drain runs against it as it does
+    against the current code; its schema has no grelout.fanout."""
+
+    def __init__(self, args):
+        a = argparse.Namespace(**vars(args))
+        a.pgbin, a.pgdata, a.pgport = args.old_pgbin, args.old_pgdata, args.old_pgport
+        super().__init__(a)
+        self.queue_tables = 'grelout.outbox'
+        self.version = self.library = None
+
+    def start(self):
+        """start the cluster, create the extension and the figure 2 handler,
+        wait for its relay; note which library the relay runs."""
+        subprocess.run([os.path.join(self.a.pgbin, 'pg_ctl'), '-D', self.a.pgdata, '-w',
+                        '-t', '60', 'start', '-l',
+                        os.path.join(os.path.dirname(self.a.pgdata), 'postgres.log')],
+                       check=True, stdout=subprocess.DEVNULL, env=self.env)
+        c = psycopg2.connect(host=self.work, port=self.a.pgport, dbname='postgres',
+                             user='postgres')
+        c.autocommit = True
+        with c.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_database WHERE datname = 'bench'")
+            if cur.fetchone()[0] == 0:
+                cur.execute('CREATE DATABASE bench')
+        c.close()
+        self.q('CREATE EXTENSION IF NOT EXISTS grelout')
+        self.version = self.q1("SELECT extversion FROM pg_extension WHERE extname = 'grelout'")
+        if self.version != '1.0':
+            raise Broken('figure 10: the 1.0 cluster has grelout %s' % self.version)
+        if not self.q1("SELECT count(*) FROM grelout.handlers WHERE topic = 'bench'"):
+            self.q("INSERT INTO grelout.handlers (topic, url) VALUES ('bench', %s)",
+                   (self.nginx_url + '/hook',))
+        self.wait_relays(1, timeout=90)
+        pid = self.relays()[0][1]
+        with open('/proc/%d/maps' % pid) as f:
+            libs = {line.split()[-1] for line in f if line.rstrip().endswith('/grelout.so')}
+        if len(libs) != 1 or not next(iter(libs)).startswith(self.work + '/'):
+            raise Broken('figure 10: the 1.0 relay runs %s' % (libs,))
+        self.library = next(iter(libs))
+
+    def stop(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        subprocess.run([os.path.join(self.a.pgbin, 'pg_ctl'), '-D', self.a.pgdata, '-m',
+                        'fast', '-w', '-t', '60', 'stop'], check=False,
+                       stdout=subprocess.DEVNULL, env=self.env)
+
+
 # ---------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------
@@ -957,6 +1237,175 @@ def row3(name, values, digits=0, unit=''):
     m, lo, hi = stats(values)
     return '| %s | %s | %s | %s |' % (name, fmt(m, unit, digits), fmt(lo, unit, digits),
                                       fmt(hi, unit, digits))
+
+
+def render_issue14(res, sz):
+    """the sections of figures 10, 11 and 12 and the issue 14 targets table,
+    as two lists of markdown lines."""
+    f = res['figures']
+    L, T = [], []
+    med = lambda v: stats(v)[0]
+    # the median of run-by-run ratios (each run drains both sides back to back)
+    paired = lambda a, b: statistics.median(p / q for p, q in zip(a, b))
+    if '10' in f:
+        x = f['10']
+        L.append('## 10. grelout 1.0 beside the current code\n')
+        if 'missing' in x:
+            L.append('Not measured (%s).\n' % x['missing'])
+        else:
+            L.append('The figure 2 drain (%d messages, default settings, nginx) of grelout %s and '
+                     'of the current code, in the same run, run by run in alternating order '
+                     '(1.0 first in odd runs). bench/run builds 1.0 from its commit (`git archive`) '
+                     'and installs it into a copy of this PostgreSQL installation under the '
+                     'run\'s temporary directory (same relative layout of bin, lib and share, so '
+                     'the copy\'s server loads its own `grelout.so`: the relay ran %s); that '
+                     'cluster has the same settings, runs only for this figure (after an '
+                     'uncounted warm-up drain of a fifth of the backlog: the current cluster is '
+                     'warm from the figures before), and each side\'s relays are paused while '
+                     'the other drains.\n'
+                     % (x['messages'], x['v10_revision'], x['v10_library']))
+            L.append('| drain | median msgs/s | min | max |\n| --- | --- | --- | --- |')
+            L.append(row3('grelout 1.0', x['v10']))
+            L.append(row3('current', x['current']))
+            L.append('')
+            L.append('| run | first | 1.0 msgs/s | current msgs/s | current / 1.0 |')
+            L.append('| --- | --- | --- | --- | --- |')
+            for i, (a, b) in enumerate(zip(x['v10'], x['current'])):
+                L.append('| %d | %s | %.0f | %.0f | %.2f |'
+                         % (i + 1, '1.0' if i % 2 == 0 else 'current', a, b, b / a))
+            L.append('')
+            L.append('Ratio (current / 1.0), median of the runs\' ratios: **%.2f** (ratio of the '
+                     'medians %.2f)\n' % (paired(x['current'], x['v10']),
+                                          med(x['current']) / med(x['v10'])))
+            if x.get('v10_relay_us') and x.get('current_relay_us'):
+                L.append('Relay CPU time a delivery (user + system), median: %.1f us 1.0, '
+                         '%.1f us current.\n' % (statistics.median(x['v10_relay_us']),
+                                                  statistics.median(x['current_relay_us'])))
+            L.append('Settings: 1.0 %s; current %s.\n' % (
+                ', '.join('`%s = %s`' % kv for kv in sorted(x['v10_settings'].items())),
+                ', '.join('`%s = %s`' % kv for kv in sorted(x['settings'].items()))))
+    if '11' in f:
+        x = f['11']
+        L.append('## 11. Latency at %d msgs/s sustained\n' % x['rate'])
+        L.append('As figure 4 (one message a transaction at %d msgs/s, the clock after COMMIT '
+                 'against the receiver\'s clock), while pgbench -R publishers (4 clients, 10 '
+                 '`outbox_publish` a transaction, to nginx) bring the total to %d msgs/s, from '
+                 '2 s before the first probe to after the last; default settings. Delivered/s '
+                 'and the backlog (pending + processing) are sampled every 0.5 s over the probes\' '
+                 'window; sustained = delivered >= 95%% of the rate (or of what the publishers '
+                 'reached, if less) and the backlog at most '
+                 'max(1000, one second of messages). The receiver, the publishers and the '
+                 'relays share the two cores. %d s of probes a run.\n'
+                 % (x['probe_rate'], x['rate'], sz['latency_seconds']))
+        L.append('| run | n | p50 ms | p95 ms | p99 ms | max ms | published/s | delivered/s '
+                 '| max backlog | sustained |')
+        L.append('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+        for i, r in enumerate(x['runs']):
+            L.append('| %d | %d | %.2f | %.2f | %.2f | %.2f | %.0f | %.0f | %d | %s |'
+                     % (i + 1, r['n'], r['p50'], r['p95'], r['p99'], r['max'],
+                        r['published_rate'], r['delivered_rate'], r['max_backlog'],
+                        'yes' if r['bounded'] else 'no'))
+        L.append('')
+    if '12' in f:
+        x = f['12']
+        L.append('## 12. Backlog of an idle topic\n')
+        L.append('The figure 2 drain (%d messages of topic `bench`, default settings) while '
+                 '%d messages of another topic wait: of topic `idle.none`, which no handler '
+                 'matches (routed `waiting`), then of topic `idle.off`, whose handler is '
+                 'disabled (routed to it, pending); each backlog published with the relays '
+                 'paused and routed (relays on until none is left unrouted) just before its '
+                 'drain, and deleted after it. Against the same drain with neither: each run '
+                 'drains all three, in an order rotated run by run.\n'
+                 % (x['messages'], x['idle']))
+        L.append('| drain | median msgs/s | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('without an idle backlog', x['without']))
+        L.append(row3('with %d messages of a topic with no handler' % x['idle'], x['none']))
+        L.append(row3('with %d messages of a disabled handler' % x['idle'], x['disabled']))
+        L.append('')
+        L.append('| run | order | without | no handler | disabled | no handler / without '
+                 '| disabled / without |')
+        L.append('| --- | --- | --- | --- | --- | --- | --- |')
+        for i, o in enumerate(x.get('order', [])):
+            a, b, c = x['without'][i], x['none'][i], x['disabled'][i]
+            L.append('| %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f |'
+                     % (i + 1, ', '.join(o), a, b, c, b / a, c / a))
+        L.append('')
+        L.append('Ratios (with / without), median of the runs\' ratios: no handler **%.2f**, '
+                 'disabled handler **%.2f**.\n' % (paired(x['none'], x['without']),
+                                                   paired(x['disabled'], x['without'])))
+        L.append('The idle backlogs as routed (route, state: count): no handler %s; disabled %s.\n'
+                 % (x.get('none_routes'), x.get('disabled_routes')))
+
+    # the targets of issue 14
+    absent = lambda fig: 'not in this run (figure %s)' % fig
+
+    def target(name, goal, fig, measure):
+        if fig not in f:
+            T.append((name, goal, absent(fig), '-'))
+        else:
+            T.append((name, goal) + measure(f[fig]))
+
+    def t10(x):
+        if 'missing' in x:
+            return 'not measured (%s)' % x['missing'], '-'
+        r = paired(x['current'], x['v10'])
+        return ('%.2f x (median of the runs\' ratios; medians %.0f against %.0f msgs/s)'
+                % (r, med(x['current']), med(x['v10'])),
+                'yes' if r >= 2 else 'no')
+    target('10. drain vs 1.0', 'default settings >= 2 x 1.0 in the same run', '10', t10)
+
+    def t2(x):
+        conns = x.get('default_conns', 50)
+        r = med(x['default']) / med(x['wrk_default'])
+        return ('%.2f x (%.0f msgs/s against wrk -c %d %.0f req/s)'
+                % (r, med(x['default']), conns, med(x['wrk_default'])),
+                'yes' if r >= 0.25 else 'no')
+    target('2. drain vs wrk', 'default settings >= 0.25 x wrk with the same connection '
+           'count (grelout.workers x grelout.concurrency)', '2', t2)
+
+    def t1(x):
+        r = med(x['ratio_grelout'])
+        return '%.2f x' % r, 'yes' if r >= 0.97 else 'no'
+    target('1. publish', 'INSERT + `outbox_publish` >= 0.97 x INSERT + plain INSERT', '1', t1)
+
+    def t4(x):
+        p99 = med([r['p99'] for r in x['grelout']])
+        return ('%.2f ms (median of runs; worst %.2f)'
+                % (p99, max(r['p99'] for r in x['grelout'])), 'yes' if p99 <= 2 else 'no')
+    target('4. latency', 'p99 <= 2 ms at 50 msgs/s', '4', t4)
+
+    def t11(x):
+        p99 = med([r['p99'] for r in x['runs']])
+        held = sum(1 for r in x['runs'] if r['bounded']) * 2 > len(x['runs'])
+        ok = p99 <= 10 and held
+        return ('%.2f ms (median of runs; worst %.2f)%s'
+                % (p99, max(r['p99'] for r in x['runs']),
+                   '' if held else '; the rate was not sustained'), 'yes' if ok else 'no')
+    target('11. loaded latency', 'p99 <= 10 ms at %s msgs/s sustained'
+           % format(f.get('11', {}).get('rate', 5000), ','), '11', t11)
+
+    def t12(kind, label):
+        def m(x):
+            r = paired(x[kind], x['without'])
+            return ('%.2f x (median of the runs\' ratios; medians %.0f against %.0f msgs/s)'
+                    % (r, med(x[kind]), med(x['without']))), 'yes' if r >= 0.95 else 'no'
+        target('12. %s' % label, 'a 100,000-message backlog of it costs the other topics\' '
+               'drain < 5% (ratio >= 0.95)', '12', m)
+    t12('none', 'topic with no handler')
+    t12('disabled', 'disabled handler')
+    have = [('1 (captured INSERT)', '1' in f and 'ratio_capture' in f['1']), ('7', '7' in f),
+            ('8', '8' in f), ('9', '9' in f)]
+    T.append(('1, 7, 8, 9: 1.1 figures', 'capture, fan-out, noisy-neighbour and ordered '
+              'figures in this report; none regresses',
+              'present: %s; missing: %s; regression: compare with the report before issue 14'
+              % (', '.join(n for n, h in have if h) or 'none',
+                 ', '.join(n for n, h in have if not h) or 'none'),
+              'yes' if all(h for _, h in have) else 'no'))
+    # the target's sizes in a full run; a quick or narrowed run says what it measured
+    if sz.get('idle_backlog') != 100_000 or sz.get('loaded_rate') != 5_000:
+        T.append(('note', 'sizes of this run', 'idle backlog %d, loaded rate %d msgs/s'
+                  % (sz.get('idle_backlog', 0), sz.get('loaded_rate', 0)), '-'))
+    return L, T
 
 
 def render(res, sz, quick):
@@ -1052,14 +1501,16 @@ def render(res, sz, quick):
                 L.append('| %s | %d%s | %.0f | %.0f | %.0f |' % (name, n, note, mm, lo, hi))
         L.append('')
         L.append('| HTTP ceiling (wrk) | median req/s | min | max |\n| --- | --- | --- | --- |')
-        L.append(row3('wrk -c 50 (default concurrency)', x['wrk_default']))
+        L.append(row3('wrk -c %d (default concurrency)' % x.get('default_conns', 50),
+                      x['wrk_default']))
         if 'wrk_tuned' in x:
             L.append(row3('wrk -c %d (tuned workers x concurrency)' % x['tuned_conns'],
                           x['wrk_tuned']))
         L.append('')
         L.append('| ratio | median |\n| --- | --- |')
         d = stats(x['default'])[0]
-        L.append('| grelout default / wrk -c 50 | %.2f |' % (d / stats(x['wrk_default'])[0]))
+        L.append('| grelout default / wrk -c %d | %.2f |' % (x.get('default_conns', 50),
+                                                            d / stats(x['wrk_default'])[0]))
         best = d
         if 'tuned' in x:
             t = stats(x['tuned'])[0]
@@ -1208,6 +1659,8 @@ def render(res, sz, quick):
                         '%.2f x' % (ordered / unordered), ordered / unordered >= 0.5))
         targets.append(('9. ordered latency', 'p99 <= 10 ms at %d msgs/s' % x['rate'],
                         '%.2f ms (worst run)' % p99, p99 <= 10))
+    sections14, targets14 = render_issue14(res, sz)
+    L.extend(sections14)
     mem = res.get('mem', [])
     first = next((s for s in mem if s['label'] == 'after first drain'), None)
     second = next((s for s in mem if s['label'] == 'after %d' % sz['mem_second']), None)
@@ -1248,6 +1701,10 @@ def render(res, sz, quick):
     L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
     for t in targets:
         L.append('| %s | %s | %s | %s |' % (t[0], t[1], t[2], 'yes' if t[3] else 'no'))
+    L.append('')
+    L.append('## Targets (issue 14)\n')
+    L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
+    L.extend('| %s | %s | %s | %s |' % t for t in targets14)
     L.append('')
     for note in res.get('notes', []):
         L.append('Note: %s\n' % note)
@@ -1326,6 +1783,12 @@ def main():
     ap.add_argument('--nginx-port', type=int, required=True)
     ap.add_argument('--root', required=True)
     ap.add_argument('--revision', default='unknown')
+    # figure 10's grelout 1.0 cluster (bench/run), or why there is none
+    ap.add_argument('--old-pgbin')
+    ap.add_argument('--old-pgdata')
+    ap.add_argument('--old-pgport', type=int)
+    ap.add_argument('--old-revision', default='1.0')
+    ap.add_argument('--old-missing')
     args = ap.parse_args()
     b = Bench(args)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
