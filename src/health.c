@@ -204,12 +204,18 @@ health_reserve(HealthEntry *e, int want, int cap, int rate, TimestampTz now)
 		n = Min(n, Max(cap - e->in_flight, 0));
 	if (rate > 0)
 	{
-		if (e->tokens_at == 0 || e->tokens_at > now)
+		if (e->tokens_at == 0)
+		{
 			e->tokens = rate;
-		else
+			e->tokens_at = now;
+		}
+		else if (now > e->tokens_at)
+		{
+			/* another relay's later now adds nothing: the bucket never refills backwards */
 			e->tokens = Min((double) rate,
 							e->tokens + rate * ((double) (now - e->tokens_at) / USECS_PER_SEC));
-		e->tokens_at = now;
+			e->tokens_at = now;
+		}
 		n = Min(n, (int) floor(e->tokens));
 		e->tokens -= n;
 	}
@@ -226,6 +232,7 @@ health_unreserve(HealthEntry *e, int in_flight, int tokens)
 	e->in_flight = Max(e->in_flight - in_flight, 0);
 	e->tokens += tokens;
 	SpinLockRelease(&e->mutex);
+	/* (never above the burst: reserve took them from at most the rate) */
 }
 
 /* health_add_in_flight: a request started (n = 1) or finished (n = -1). */

@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(330);
+SELECT plan(344);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -25,10 +25,11 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'grelout'), f
 	'the extension is not relocatable');
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'grelout'), '1.1',
 	'the installed version is 1.1');
-SELECT tables_are('grelout', ARRAY['outbox', 'handlers', 'fanout'],
-	'schema grelout has the tables outbox, handlers and fanout');
-SELECT views_are('grelout', ARRAY['status', 'handlers_masked', 'relays', 'deliveries'],
-	'schema grelout has the views status, handlers_masked, relays and deliveries');
+SELECT tables_are('grelout', ARRAY['outbox', 'handlers', 'fanout', 'handler_health'],
+	'schema grelout has the tables outbox, handlers, fanout and handler_health');
+SELECT views_are('grelout', ARRAY['status', 'handlers_masked', 'relays', 'deliveries',
+	'handler_status'],
+	'schema grelout has the views status, handlers_masked, relays, deliveries and handler_status');
 SELECT sequences_are('grelout', ARRAY['route_seq'],
 	'schema grelout has one sequence, route_seq (per-key ordering)');
 
@@ -186,7 +187,8 @@ SELECT trigger_is('grelout', 'handlers', t, 'grelout', f, format('%s runs grelou
 FROM (VALUES ('handlers_reroute_insert', '_handlers_reroute'),
 	('handlers_reroute_update', '_handlers_reroute'),
 	('handlers_forget', '_handlers_forget'),
-	('handlers_forget_all', '_handlers_forget')) AS v(t, f);
+	('handlers_forget_all', '_handlers_forget'),
+	('handlers_health', '_handlers_health')) AS v(t, f);
 SELECT is((SELECT array_agg(tgname::text || ':' ||
 		CASE WHEN tgtype & 2 = 2 THEN 'before' ELSE 'after' END || ':' ||
 		CASE WHEN tgtype & 1 = 1 THEN 'row' ELSE 'statement' END || ':' ||
@@ -196,6 +198,7 @@ SELECT is((SELECT array_agg(tgname::text || ':' ||
 			CASE WHEN tgtype & 32 = 32 THEN 'truncate' END) ORDER BY tgname)
 	FROM pg_trigger WHERE tgrelid = 'grelout.handlers'::regclass AND NOT tgisinternal),
 	ARRAY['handlers_forget:after:row:delete', 'handlers_forget_all:after:statement:truncate',
+		'handlers_health:after:row:delete,update',
 		'handlers_reroute_insert:after:row:insert',
 		'handlers_reroute_update:after:row:update', 'handlers_validate:before:row:insert,update'],
 	'the triggers of grelout.handlers: validate before, re-route and forget after (TRUNCATE too)');
@@ -252,7 +255,8 @@ SELECT is((SELECT reloptions FROM pg_class WHERE oid = 'grelout.fanout'::regclas
 -- pg_dump keeps the handlers and every message not yet delivered
 SELECT is((SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
 	FROM pg_extension, unnest(extconfig) AS c WHERE extname = 'grelout'),
-	ARRAY['grelout.fanout', 'grelout.handlers', 'grelout.outbox', 'grelout.route_seq'],
+	ARRAY['grelout.fanout', 'grelout.handler_health', 'grelout.handlers', 'grelout.outbox',
+		'grelout.route_seq'],
 	'the three tables are configuration tables of the extension, and route_seq (its value is dumped)');
 SELECT is((SELECT cond FROM pg_extension, unnest(extconfig, extcondition) AS u(c, cond)
 	WHERE extname = 'grelout' AND c = 'grelout.fanout'::regclass),
@@ -348,8 +352,9 @@ SELECT isnt_strict('public', 'outbox_publish', ARRAY['text', 'jsonb', 'text', 'j
 SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
 		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
-		'capture', 'uncapture', '_capture', 'relay_stats_by_database'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture and relay_stats_by_database');
+		'capture', 'uncapture', '_capture', 'relay_stats_by_database', '_handler_live',
+		'_handlers_health'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live and _handlers_health');
 -- capture (issue 13): run as the caller (the table's owner is checked as
 -- current_user), search_path pinned; the trigger function runs as the writer
 SELECT isnt_definer('grelout', f, a, 'grelout.' || f || ' is SECURITY INVOKER')
@@ -388,7 +393,7 @@ SELECT function_privs_are('grelout', f, ARRAY[]::name[], 'public', ARRAY[]::text
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats', '_wake',
 	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
-	'_capture', 'relay_stats_by_database']::name[]) AS f;
+	'_capture', 'relay_stats_by_database', '_handler_live', '_handlers_health']::name[]) AS f;
 SELECT function_privs_are('grelout', f, a, 'public', ARRAY[]::text[],
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM (VALUES ('capture', ARRAY['regclass', 'text', 'text[]', 'text[]']::name[]),
@@ -398,7 +403,38 @@ SELECT function_privs_are('grelout', '_topic_matches', ARRAY['text', 'text']::na
 SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: nothing for PUBLIC');
 SELECT table_privs_are('grelout', t, 'public', ARRAY[]::text[], 'grelout.' || t || ': nothing for PUBLIC')
 FROM unnest(ARRAY['outbox', 'handlers', 'status', 'handlers_masked', 'relays', 'fanout',
-	'deliveries']::name[]) AS t;
+	'deliveries', 'handler_health', 'handler_status']::name[]) AS t;
+
+-- issue 11: the stored breakers, the handlers' health view and its indexes
+SELECT columns_are('grelout', 'handler_health',
+	ARRAY['handler', 'breaker', 'consecutive_failures', 'opened_at', 'probe_at',
+		'cooldown_ms', 'version', 'last_success_at', 'last_failure_at', 'last_error'],
+	'grelout.handler_health has the breaker''s columns');
+SELECT col_is_pk('grelout', 'handler_health', 'handler', 'handler_health is keyed by handler');
+SELECT columns_are('grelout', 'handler_status',
+	ARRAY['handler', 'topic', 'enabled', 'breaker', 'consecutive_failures',
+		'last_success_at', 'last_failure_at', 'last_error', 'in_flight', 'pending', 'dead',
+		'oldest_pending_age'],
+	'grelout.handler_status has the columns of the contract');
+SELECT has_index('grelout', t, i, ARRAY['handler']::name[], i || ' is on (handler)')
+FROM (VALUES ('outbox', 'outbox_dead_idx'), ('fanout', 'fanout_dead_idx')) AS v(t, i);
+SELECT throws_ok($$INSERT INTO grelout.handler_health (handler, breaker) VALUES ('x', 'ajar')$$,
+	'23514', NULL, 'a breaker is closed, open or half-open');
+INSERT INTO grelout.handlers (name, topic, url) VALUES ('pgtap.health', 'pgtap.health', 'http://127.0.0.1:9/');
+SELECT results_eq($$SELECT breaker, consecutive_failures, last_success_at, last_failure_at,
+		last_error, in_flight, pending, dead, oldest_pending_age
+	FROM grelout.handler_status WHERE handler = 'pgtap.health'$$,
+	$$VALUES ('closed'::text, 0, NULL::timestamptz, NULL::timestamptz, NULL::text, 0, 0::bigint,
+		0::bigint, NULL::interval)$$,
+	'a new handler reads closed, zeros and NULLs in handler_status');
+INSERT INTO grelout.handler_health (handler, breaker, consecutive_failures, version)
+VALUES ('pgtap.health', 'open', 7, 1);
+SELECT is((SELECT breaker || ':' || consecutive_failures FROM grelout.handler_status
+	WHERE handler = 'pgtap.health'), 'open:7',
+	'handler_status shows a stored breaker no relay holds in memory');
+DELETE FROM grelout.handlers WHERE name = 'pgtap.health';
+SELECT is((SELECT count(*) FROM grelout.handler_health WHERE handler = 'pgtap.health'), 0::bigint,
+	'deleting a handler forgets its stored breaker');
 
 SELECT * FROM finish();
 ROLLBACK;

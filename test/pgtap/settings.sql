@@ -7,7 +7,7 @@
 -- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
 -- inside a function or transaction, so its outcome is read from psql's
 -- SQLSTATE variable; psql prints those expected errors on stderr.
-SELECT plan(140);
+SELECT plan(159);
 
 -- every setting of the contract: boot default, unit, type, context
 SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)
@@ -36,7 +36,11 @@ FROM (VALUES
 	('grelout.max_payload_size', '1048576|B|integer|superuser'),
 	('grelout.ca_file', '||string|sighup'),
 	('grelout.block_private_networks', 'off||bool|sighup'),
-	('grelout.allowed_networks', '||string|sighup')) AS s(name, expected);
+	('grelout.allowed_networks', '||string|sighup'),
+	('grelout.max_in_flight', '0||integer|sighup'),
+	('grelout.breaker_threshold', '5||integer|sighup'),
+	('grelout.breaker_cooldown', '30000|ms|integer|sighup'),
+	('grelout.disable_after', '432000|s|integer|sighup')) AS s(name, expected);
 
 -- the running values of the settings this cluster does not configure are
 -- the defaults, shown in PostgreSQL's units
@@ -49,7 +53,9 @@ FROM (VALUES
 	('grelout.retry_max', '5min'), ('grelout.retry_jitter', '1'),
 	('grelout.dead_letter', 'on'), ('grelout.keep_delivered', 'off'),
 	('grelout.max_payload_size', '1MB'), ('grelout.ca_file', ''),
-	('grelout.block_private_networks', 'off'), ('grelout.allowed_networks', '')) AS s(name, shown);
+	('grelout.block_private_networks', 'off'), ('grelout.allowed_networks', ''),
+	('grelout.max_in_flight', '0'), ('grelout.breaker_threshold', '5'),
+	('grelout.breaker_cooldown', '30s'), ('grelout.disable_after', '5d')) AS s(name, shown);
 -- the two this cluster configures (test/regress.conf)
 SELECT is(current_setting('grelout.database'), 'grelout_regress', 'grelout.database comes from the configuration');
 SELECT is(current_setting('grelout.poll_interval'), '200ms', 'grelout.poll_interval comes from the configuration');
@@ -159,6 +165,12 @@ ALTER SYSTEM SET grelout.concurrency = 0;
 SELECT is(:'SQLSTATE'::text, '22023', 'concurrency 0 is out of range');
 ALTER SYSTEM SET grelout.max_attempts = 0;
 SELECT is(:'SQLSTATE'::text, '22023', 'max_attempts 0 is out of range');
+ALTER SYSTEM SET grelout.breaker_threshold = -1;
+SELECT is(:'SQLSTATE'::text, '22023', 'breaker_threshold -1 is out of range');
+ALTER SYSTEM SET grelout.breaker_cooldown = 0;
+SELECT is(:'SQLSTATE'::text, '22023', 'breaker_cooldown 0 is out of range');
+ALTER SYSTEM SET grelout.max_in_flight = -1;
+SELECT is(:'SQLSTATE'::text, '22023', 'max_in_flight -1 is out of range');
 ALTER SYSTEM SET grelout.retry_jitter = 1.5;
 SELECT is(:'SQLSTATE'::text, '22023', 'retry_jitter 1.5 is out of range');
 ALTER SYSTEM SET grelout.retry_jitter = -0.1;
