@@ -44,6 +44,10 @@ A response R is an object with optional keys:
     retry_after_date  (seconds: send "Retry-After" as an HTTP date that
              many seconds after the moment the response is sent)
     fail_rate  (0 to 1: answer 500 instead, at random, this often)
+    watch_hangup  (true: during the delay, watch the connection; if the
+             client hangs up (a timeout, a relay that exits), the request
+             stops counting as in flight at once, gets "hung_up_at" and
+             is not answered)
 Each recorded request also has "header_list" (the [name, value] pairs in
 the order they came, names lower-cased) and, once answered, "done_at".
 A request counts as in flight (stats' max_in_flight) from its arrival until
@@ -56,6 +60,8 @@ import argparse
 import json
 import os
 import random
+import select
+import socket
 import sys
 import threading
 import time
@@ -234,10 +240,43 @@ class Handler(BaseHTTPRequestHandler):
                 IN_FLIGHT[url.path] -= 1
                 record["done_at"] = time.time()
 
+    def _wait_or_hangup(self, delay, url, record):
+        """Wait DELAY seconds unless the client hangs up first: then the
+        request is done (not answered) and this returns True."""
+        deadline = time.time() + delay
+        sock = self.connection
+        while True:
+            left = deadline - time.time()
+            if left <= 0:
+                return False
+            try:
+                readable, _, _ = select.select([sock], [], [], left)
+            except (OSError, ValueError):
+                readable = [sock]
+            if not readable:
+                continue
+            try:
+                data = sock.recv(1, socket.MSG_PEEK)
+            except OSError:
+                data = b""
+            if data:
+                # the client sent more (not a hang-up): just wait
+                time.sleep(max(0.0, deadline - time.time()))
+                return False
+            with LOCK:
+                record["hung_up_at"] = time.time()
+            self._done(url, record)
+            self.close_connection = True
+            return True
+
     def _answer(self, url, record):
         resp = next_response(url.path)
         if resp.get("delay"):
-            time.sleep(float(resp["delay"]))
+            if resp.get("watch_hangup"):
+                if self._wait_or_hangup(float(resp["delay"]), url, record):
+                    return
+            else:
+                time.sleep(float(resp["delay"]))
         # done before the first byte of the answer: the client cannot
         # send its next request while this one still counts
         self._done(url, record)
