@@ -705,3 +705,96 @@ FROM (SELECT o.id AS message_id, o.handler, o.topic, o.state, o.attempts,
 	  FROM grelout.fanout AS f
 		  JOIN grelout.outbox AS o ON o.id = f.message_id
 		  LEFT JOIN grelout.handlers AS h ON h.name = f.handler) AS d;
+
+------------------------------------------------------------------------
+-- Isolation and health: a circuit breaker per handler, stored on its
+-- transitions (the relays keep the live state in shared memory), the
+-- handlers' health view, and the triggers that publish
+-- grelout.handler.disabled and leave a re-enabled handler's breaker
+-- half-open.
+------------------------------------------------------------------------
+
+CREATE TABLE grelout.handler_health (
+	handler text PRIMARY KEY,
+	breaker text NOT NULL,
+	consecutive_failures integer NOT NULL DEFAULT 0,
+	opened_at timestamptz,
+	probe_at timestamptz,
+	cooldown_ms bigint NOT NULL DEFAULT 0,
+	version bigint NOT NULL DEFAULT 0,
+	last_success_at timestamptz,
+	last_failure_at timestamptz,
+	last_error text,
+	CONSTRAINT handler_health_breaker_check
+		CHECK (breaker IN ('closed', 'open', 'half-open'))
+);
+COMMENT ON TABLE grelout.handler_health
+	IS 'grelout circuit breakers, one row a handler whose breaker has changed (written by the relays on transitions)';
+REVOKE ALL ON TABLE grelout.handler_health FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('grelout.handler_health', '');
+
+-- The shared-memory side of the handlers' health in this database.
+CREATE FUNCTION grelout._handler_live(
+	OUT handler text, OUT breaker text, OUT consecutive_failures integer,
+	OUT last_success_at timestamptz, OUT last_failure_at timestamptz,
+	OUT last_error text, OUT in_flight integer)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'grelout_handler_live'
+	LANGUAGE C VOLATILE STRICT;
+REVOKE ALL ON FUNCTION grelout._handler_live() FROM PUBLIC;
+
+CREATE FUNCTION grelout._handlers_health() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'grelout_handlers_health'
+	LANGUAGE C;
+REVOKE ALL ON FUNCTION grelout._handlers_health() FROM PUBLIC;
+
+CREATE TRIGGER handlers_health
+	AFTER UPDATE OF enabled, name OR DELETE ON grelout.handlers
+	FOR EACH ROW EXECUTE FUNCTION grelout._handlers_health();
+
+-- handler_status counts a handler's dead deliveries through these.
+CREATE INDEX outbox_dead_idx ON grelout.outbox (handler)
+	WHERE route = 'single' AND state = 'dead';
+CREATE INDEX fanout_dead_idx ON grelout.fanout (handler) WHERE state = 'dead';
+
+-- One row a handler: the breaker and the requests in flight as the relays
+-- see them now (shared memory; the stored state where no relay has one),
+-- its unfinished ("pending", in flight included) and dead deliveries, and
+-- how long its longest-due pending delivery has been due.  Every count
+-- goes through a per-handler partial index: delivered rows, however many
+-- are kept, are never read.
+CREATE VIEW grelout.handler_status AS
+SELECT h.name AS handler, h.topic, h.enabled,
+	COALESCE(l.breaker, s.breaker, 'closed') AS breaker,
+	COALESCE(l.consecutive_failures, s.consecutive_failures, 0)
+		AS consecutive_failures,
+	COALESCE(l.last_success_at, s.last_success_at) AS last_success_at,
+	COALESCE(l.last_failure_at, s.last_failure_at) AS last_failure_at,
+	COALESCE(l.last_error, s.last_error) AS last_error,
+	COALESCE(l.in_flight, 0) AS in_flight,
+	(SELECT pg_catalog.count(*) FROM grelout.outbox AS o
+	 WHERE o.route = 'single' AND o.handler = h.name
+		AND o.state IN ('pending', 'processing'))
+	+ (SELECT pg_catalog.count(*) FROM grelout.fanout AS f
+	   WHERE f.handler = h.name AND f.state IN ('pending', 'processing'))
+		AS pending,
+	(SELECT pg_catalog.count(*) FROM grelout.outbox AS o
+	 WHERE o.route = 'single' AND o.handler = h.name AND o.state = 'dead')
+	+ (SELECT pg_catalog.count(*) FROM grelout.fanout AS f
+	   WHERE f.handler = h.name AND f.state = 'dead')
+		AS dead,
+	pg_catalog.now() - LEAST(
+		(SELECT pg_catalog.min(o.available_at) FROM grelout.outbox AS o
+		 WHERE o.route = 'single' AND o.handler = h.name
+			AND o.state IN ('pending', 'processing')
+			AND o.available_at <= pg_catalog.now()),
+		(SELECT pg_catalog.min(f.available_at) FROM grelout.fanout AS f
+		 WHERE f.handler = h.name AND f.state IN ('pending', 'processing')
+			AND f.available_at <= pg_catalog.now()))
+		AS oldest_pending_age
+FROM grelout.handlers AS h
+	LEFT JOIN grelout.handler_health AS s ON s.handler = h.name
+	LEFT JOIN grelout._handler_live() AS l ON l.handler = h.name;
+COMMENT ON VIEW grelout.handler_status
+	IS 'grelout handlers'' health: breaker, failures, requests in flight, pending and dead deliveries';
+REVOKE ALL ON TABLE grelout.handler_status FROM PUBLIC;

@@ -42,6 +42,10 @@ bool		grelout_dead_letter = true;
 int			grelout_max_payload_size = 1024 * 1024;
 char	   *grelout_ca_file = NULL;
 bool		grelout_block_private_networks = false;
+int			grelout_max_in_flight = 0;
+int			grelout_breaker_threshold = 5;
+int			grelout_breaker_cooldown = 30000;
+int			grelout_disable_after = 5 * 24 * 3600;
 static char *grelout_allowed_networks_string = NULL;
 static const EdgeCidrList no_networks = {0};
 const EdgeCidrList *grelout_allowed_networks = &no_networks;
@@ -292,6 +296,23 @@ define_settings(void)
 							   NULL, &grelout_allowed_networks_string, "",
 							   PGC_SIGHUP, 0,
 							   check_allowed_networks, assign_allowed_networks, NULL);
+
+	DefineCustomIntVariable("grelout.max_in_flight",
+							"Default cap on one handler's requests in flight over all relays; 0 means the fair share only.",
+							NULL, &grelout_max_in_flight, 0, 0, 100000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.breaker_threshold",
+							"Consecutive failed attempts that open a handler's circuit breaker; 0 means no breaker.",
+							NULL, &grelout_breaker_threshold, 5, 0, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.breaker_cooldown",
+							"First wait of an open breaker before a probe; doubles on each failed probe up to grelout.retry_max.",
+							NULL, &grelout_breaker_cooldown, 30000, 1, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.disable_after",
+							"How long a breaker may stay open before its handler is disabled; 0 means never.",
+							NULL, &grelout_disable_after, 5 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("grelout");
 }

@@ -43,6 +43,10 @@ extern bool grelout_dead_letter;
 extern int	grelout_max_payload_size;	/* bytes */
 extern char *grelout_ca_file;
 extern bool grelout_block_private_networks;
+extern int	grelout_max_in_flight;	/* per handler, over all relays; 0: none */
+extern int	grelout_breaker_threshold;
+extern int	grelout_breaker_cooldown;	/* ms */
+extern int	grelout_disable_after;	/* s; 0: never */
 /* grelout.allowed_networks, parsed once by its check hook */
 extern const struct EdgeCidrList *grelout_allowed_networks;
 

@@ -50,6 +50,7 @@
 #include "access/xlog.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
+#include "health.h"
 #include "http.h"
 #include "miscadmin.h"
 #include "outcome.h"
@@ -62,9 +63,13 @@
 #include "store.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/fmgrprotos.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timeout.h"
+#include "utils/timestamp.h"
 #include "webhook.h"
 
 /* How long in-flight requests may finish after SIGTERM. */
@@ -85,12 +90,39 @@
 #define CLAIM_RESERVE_DIV		4
 /* Routing held back by a handler change: try again this soon. */
 #define ROUTE_RETRY_MS			100
+/*
+ * A handler counts as busy, for the fair share of the slots, while it has
+ * requests in flight and this long after its last one finished (a fast
+ * endpoint's requests are often all finished when the claim runs).
+ */
+#define BUSY_AFTER_MS			100
 /* Retention purge: rows a batch, and pause when nothing is left. */
 #define PURGE_BATCH				500
 #define PURGE_IDLE_MS			10000
 
 /* A time on the monotonic clock, in microseconds. */
 typedef int64 MonoTime;
+
+/*
+ * The relay's record of one handler (1.1): its requests in flight here,
+ * its shared health entry, and what the current claim may take of it.
+ */
+typedef struct LocalHandler
+{
+	char		name[GRELOUT_HANDLER_NAME_MAX + 1];	/* hash key */
+	HealthEntry *entry;			/* NULL when the shared table is full */
+	int			in_flight;		/* this relay's requests to it */
+	int			counted;		/* of them, counted in entry->in_flight */
+	MonoTime	busy_until;		/* busy for the fair share until then */
+	/* the current claim's plan */
+	int			want;			/* the fair share of the free slots */
+	bool		listed;			/* limited to lim in this claim */
+	int			lim;
+	int			reserved;		/* slots reserved in entry (caps) */
+	int			tokens;			/* of them, max_per_second budget */
+	bool		probe;			/* lim is the breaker's one probe */
+	int			claimed;		/* jobs the claim took */
+} LocalHandler;
 
 /* Everything the loop carries from one turn to the next. */
 typedef struct RelayState
@@ -129,6 +161,15 @@ typedef struct RelayState
 	/* dead letters of the claim, logged once it commits */
 	List	   *claim_dead;
 	int			count_claim_dead;
+
+	/* handler health (1.1) */
+	HTAB	   *handlers;		/* LocalHandler by name */
+	List	   *planned;		/* LocalHandlers listed in this claim */
+	TimestampTz health_wake_at; /* a probe or a pause ends then; 0: none */
+	bool		health_loaded;	/* stored breaker states loaded */
+	List	   *health_writes;	/* HealthWrite, in settle_cxt */
+	List	   *disabled;		/* names disabled by this cycle, to log */
+	bool		events_published;	/* route them soon */
 
 	/* retention */
 	MonoTime	next_purge_at;
@@ -306,6 +347,8 @@ add_settle(RelayState *st, const WebhookJob *job, SettleState state,
 	it->fanout = job->fanout;
 	it->handler = job->handler ? pstrdup(job->handler) : NULL;
 	it->status = responded(&job->req) ? (int) job->req.status : 0;
+	it->topic = (state == SETTLE_DEAD && job->topic) ? pstrdup(job->topic) : NULL;
+	it->attempts = job->attempts;
 	it->duration_ms = -1;
 	if (job->started_us > 0)
 		it->duration_ms = (int) Min((now_ts() - job->started_us) / 1000, PG_INT32_MAX);
@@ -332,6 +375,7 @@ forget_settles(RelayState *st)
 	MemoryContextReset(st->settle_cxt);
 	st->settles = NULL;
 	st->settles_cap = 0;
+	st->health_writes = NIL;
 }
 
 /*
@@ -416,18 +460,147 @@ decide(const WebhookJob *job)
 	return outcome_decide(&in);
 }
 
+/* static state for the exit callback (one relay a process) */
+static RelayState *exiting_relay = NULL;
+
 /*
- * finish_job: turn a finished request into an outcome, log retries and
- * dead letters, and queue the settle.
+ * local_handler: the relay's record of a handler, made on first sight with
+ * its shared health entry.
+ */
+static LocalHandler *
+local_handler(RelayState *st, const char *name)
+{
+	char		key[GRELOUT_HANDLER_NAME_MAX + 1];
+	LocalHandler *lh;
+	bool		found;
+
+	memset(key, 0, sizeof(key));
+	strlcpy(key, name, sizeof(key));
+	lh = hash_search(st->handlers, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		memset((char *) lh + sizeof(lh->name), 0, sizeof(LocalHandler) - sizeof(lh->name));
+		lh->entry = health_entry(MyDatabaseId, key, true);
+	}
+	return lh;
+}
+
+/*
+ * job_started: count a started request in its handler's in flight, here
+ * and over all relays (unless its claim reserved it there already).
+ */
+static void
+job_started(WebhookJob *job)
+{
+	LocalHandler *lh = job->local;
+
+	if (lh == NULL)
+		return;
+	lh->in_flight++;
+	if (lh->entry != NULL)
+	{
+		if (!job->counted)
+			health_add_in_flight(lh->entry, 1);
+		job->counted = true;
+		lh->counted++;
+	}
+}
+
+/* job_finished: a request is over; not in flight any more. */
+static void
+job_finished(WebhookJob *job)
+{
+	LocalHandler *lh = job->local;
+
+	if (lh == NULL)
+		return;
+	lh->in_flight = Max(lh->in_flight - 1, 0);
+	lh->busy_until = now_ts() + BUSY_AFTER_MS * 1000;
+	if (job->counted && lh->entry != NULL)
+	{
+		health_add_in_flight(lh->entry, -1);
+		lh->counted = Max(lh->counted - 1, 0);
+		job->counted = false;
+	}
+}
+
+/*
+ * queue_health_write: a breaker transition to store, with its event, in
+ * the next cycle (kept, like the outcomes, until a cycle commits it).
+ */
+static void
+queue_health_write(RelayState *st, const HealthWrite *w)
+{
+	MemoryContext old = MemoryContextSwitchTo(st->settle_cxt);
+	HealthWrite *copy = palloc(sizeof(HealthWrite));
+
+	memcpy(copy, w, sizeof(HealthWrite));
+	st->health_writes = lappend(st->health_writes, copy);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * judge_health: what the finished request tells its handler's breaker
+ * (1.1).  Logs the breaker's opening (WARNING) and closing (LOG), queues
+ * the transitions to store; returns whether the delivery is to be held:
+ * handed back with its attempt, because the breaker, not the message,
+ * failed it (a failed probe, or a request in flight when it opened).
+ */
+static bool
+judge_health(RelayState *st, WebhookJob *job, const char *error)
+{
+	const HttpRequest *r = &job->req;
+	LocalHandler *lh = job->local;
+	HealthOutcome kind;
+	HealthTransition t;
+	HealthWrite w;
+	bool		hold;
+	int64		pause_ms = 0;
+
+	if (lh == NULL || lh->entry == NULL || st->schema != STORE_SCHEMA_1_1)
+		return false;
+	if (responded(r) && r->status >= 200 && r->status < 300)
+		kind = HEALTH_SUCCESS;
+	else if (responded(r) && (r->status == 429 || r->status == 503) &&
+			 r->has_retry_after)
+	{
+		kind = HEALTH_NEUTRAL;
+		pause_ms = Min(Max(r->retry_after_ms, 0), (int64) grelout_retry_max);
+	}
+	else
+		kind = HEALTH_FAILURE;
+	t = health_outcome(lh->entry, kind, job->probe, pause_ms, error,
+					   GetCurrentTimestamp(), &hold, &w);
+	if (t == HEALTH_OPENED)
+		ereport(WARNING,
+				(errmsg("grelout handler \"%s\" breaker opened after %d consecutive failures",
+						job->handler, w.consecutive_failures),
+				 errdetail("%s", error ? error : ""),
+				 errhint("Nothing is sent to it for %.1f s, then one probe; its messages wait without using attempts.",
+						 w.cooldown_ms / 1000.0)));
+	else if (t == HEALTH_CLOSED)
+		ereport(LOG,
+				(errmsg("grelout handler \"%s\" breaker closed", job->handler)));
+	if (t != HEALTH_NONE)
+		queue_health_write(st, &w);
+	return hold;
+}
+
+/*
+ * finish_job: turn a finished request into an outcome, tell its handler's
+ * health, log retries and dead letters, and queue the settle.
  */
 static void
 finish_job(RelayState *st, WebhookJob *job)
 {
 	Outcome		o = decide(job);
 	char		errbuf[GRELOUT_LAST_ERROR_MAX];
+	bool		hold;
 
+	job_finished(job);
 	if (o.kind == OUTCOME_DELIVERED)
 	{
+		(void) judge_health(st, job, NULL);
 		add_settle(st, job, SETTLE_DELIVERED, 0, NULL);
 		webhook_free(job);
 		return;
@@ -435,6 +608,19 @@ finish_job(RelayState *st, WebhookJob *job)
 
 	describe_failure(&job->req, errbuf, sizeof(errbuf));
 	grelout_slot_error(st->slot, errbuf);
+	hold = judge_health(st, job, errbuf);
+
+	/* a 410 is the receiver's word about the message: dead, breaker or not */
+	if (hold && !(responded(&job->req) && job->req.status == 410))
+	{
+		ereport(DEBUG1,
+				(errmsg("grelout message %s for handler \"%s\" is held by the handler's open breaker",
+						job->id_str, job->handler),
+				 errdetail("%s", errbuf)));
+		add_settle(st, job, SETTLE_HOLD, 0, errbuf);
+		webhook_free(job);
+		return;
+	}
 	if (o.kind == OUTCOME_DEAD)
 	{
 		log_dead(job->id_str, job->topic, job->handler, job->attempts, errbuf);
@@ -539,8 +725,203 @@ queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 {
 	WebhookJob *job = webhook_build(st->jobs_cxt, tup, desc, lease);
 
+	if (job->handler != NULL && st->schema == STORE_SCHEMA_1_1)
+	{
+		job->local = local_handler(st, job->handler);
+		job->local->claimed++;
+	}
 	job->next = st->to_start;
 	st->to_start = job;
+}
+
+/*
+ * list_handler: limit a handler to lim deliveries in the current claim.
+ */
+static void
+list_handler(RelayState *st, LocalHandler *lh, int lim)
+{
+	if (!lh->listed)
+	{
+		MemoryContext old = MemoryContextSwitchTo(st->loop_cxt);
+
+		lh->listed = true;
+		lh->lim = lim;
+		st->planned = lappend(st->planned, lh);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		lh->lim = Min(lh->lim, lim);
+}
+
+/*
+ * plan_claim: how many deliveries of each handler the claim may take (1.1),
+ * into *cl (the claim's limits) and *restricted (the handlers routing must
+ * not claim: the claim, under the limits, takes theirs).
+ *
+ *	- Fair share: a handler busy here (requests in flight, or a moment ago)
+ *	  gets at most concurrency / (busy handlers) in flight; the claim hands
+ *	  out the free slots round robin over the handlers with due work.  When
+ *	  no slot is free (extra), a handler with nothing in flight here still
+ *	  gets one request, so a bad endpoint holding every slot delays nobody
+ *	  (in flight stays at most concurrency plus one per such handler,
+ *	  never above twice it).
+ *	- Breaker and pause (health_gate): nothing while open or paused, one
+ *	  probe when its time has come.
+ *	- Caps (health_reserve): max_in_flight over all relays and
+ *	  max_per_second, reserved in shared memory before the claim and given
+ *	  back after it (plan_finish) as far as unused.
+ */
+static void
+plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl,
+		   Datum *restricted)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	MonoTime	mono = now_ts();
+	HASH_SEQ_STATUS seq;
+	LocalHandler *lh;
+	List	   *names = NIL;
+	List	   *caps;
+	ListCell   *lc;
+	int		   *lims;
+	int			busy = 0;
+	int			share;
+	int			n = 0;
+
+	st->planned = NIL;
+	st->health_wake_at = 0;
+
+	/* the fair share of the busy handlers */
+	hash_seq_init(&seq, st->handlers);
+	while ((lh = hash_seq_search(&seq)) != NULL)
+	{
+		lh->listed = false;
+		lh->reserved = lh->tokens = lh->claimed = 0;
+		lh->probe = false;
+		if (lh->in_flight > 0 || lh->busy_until > mono)
+			busy++;
+	}
+	share = (grelout_concurrency + Max(busy, 1) - 1) / Max(busy, 1);
+	hash_seq_init(&seq, st->handlers);
+	while ((lh = hash_seq_search(&seq)) != NULL)
+	{
+		if (extra)
+			lh->want = (lh->in_flight > 0) ? 0 : 1;
+		else if (lh->in_flight > 0 || lh->busy_until > mono)
+			lh->want = Min(limit, Max(share - lh->in_flight, 0));
+		else
+			lh->want = limit;
+	}
+
+	/* breakers not closed, and pauses */
+	foreach(lc, health_restricted(MyDatabaseId, now))
+	{
+		TimestampTz wake = 0;
+		bool		probe;
+		int			got;
+
+		lh = local_handler(st, (char *) lfirst(lc));
+		if (lh->entry == NULL)
+			continue;
+		got = health_gate(lh->entry, lh->want, now, &probe, &wake);
+		lh->probe = probe;
+		list_handler(st, lh, got);
+		if (wake > 0 && (st->health_wake_at == 0 || wake < st->health_wake_at))
+			st->health_wake_at = wake;
+	}
+
+	/* caps over all relays */
+	caps = store_handler_caps(grelout_max_in_flight);
+	foreach(lc, caps)
+	{
+		HandlerCaps *c = lfirst(lc);
+		int			want;
+
+		lh = local_handler(st, c->name);
+		if (lh->entry == NULL)
+			continue;
+		want = lh->listed ? lh->lim : lh->want;
+		lh->reserved = health_reserve(lh->entry, want, c->max_in_flight,
+									  c->max_per_second, now);
+		lh->tokens = (c->max_per_second > 0) ? lh->reserved : 0;
+		list_handler(st, lh, lh->reserved);
+		if (c->max_per_second > 0 && lh->reserved < want)
+		{
+			TimestampTz wake = now + USECS_PER_SEC / c->max_per_second + 1000;
+
+			if (st->health_wake_at == 0 || wake < st->health_wake_at)
+				st->health_wake_at = wake;
+		}
+	}
+
+	/* the fair share of the others */
+	hash_seq_init(&seq, st->handlers);
+	while ((lh = hash_seq_search(&seq)) != NULL)
+	{
+		if (!lh->listed && lh->want < (extra ? 1 : limit))
+			list_handler(st, lh, lh->want);
+	}
+
+	lims = palloc(sizeof(int) * Max(list_length(st->planned), 1));
+	foreach(lc, st->planned)
+	{
+		lh = lfirst(lc);
+		names = lappend(names, lh->name);
+		lims[n++] = lh->lim;
+	}
+	cl->default_lim = extra ? 1 : limit;
+	cl->names = store_text_array(names);
+	cl->lims = store_int_array(lims, n);
+	*restricted = cl->names;
+}
+
+/*
+ * plan_finish: after the cycle, give back what the claim reserved and did
+ * not use, and mark the claimed jobs: counted in flight by their
+ * reservation, the breaker's probe.  When the cycle failed nothing was
+ * claimed (its jobs are dropped): everything goes back.
+ */
+static void
+plan_finish(RelayState *st, bool committed)
+{
+	ListCell   *lc;
+
+	if (committed)
+	{
+		for (WebhookJob *job = st->to_start; job; job = job->next)
+		{
+			LocalHandler *lh = job->local;
+
+			if (lh == NULL || !lh->listed)
+				continue;
+			if (lh->reserved > 0)
+			{
+				lh->reserved--;
+				if (lh->tokens > 0)
+					lh->tokens--;
+				job->counted = true;
+			}
+			if (lh->probe)
+			{
+				job->probe = true;
+				lh->probe = false;
+			}
+		}
+	}
+	foreach(lc, st->planned)
+	{
+		LocalHandler *lh = lfirst(lc);
+
+		if (lh->entry == NULL)
+			continue;
+		if (lh->reserved > 0)
+			health_unreserve(lh->entry, lh->reserved, lh->tokens);
+		if (lh->probe)
+			health_release_probe(lh->entry);
+		lh->reserved = lh->tokens = 0;
+		lh->probe = false;
+		lh->listed = false;
+	}
+	st->planned = NIL;
 }
 
 /*
@@ -576,8 +957,8 @@ flush_if_ordered(RelayState *st)
  * later cycle.
  */
 static int
-route_step(RelayState *st, int limit, int claim_limit, int64 lease, bool *full,
-		   bool *cut, bool *blocked)
+route_step(RelayState *st, int limit, int claim_limit, int64 lease,
+		   Datum restricted, bool *full, bool *cut, bool *blocked)
 {
 	uint64		nrows;
 	uint64		routed = 0;
@@ -586,7 +967,7 @@ route_step(RelayState *st, int limit, int claim_limit, int64 lease, bool *full,
 
 	tt = store_route(st->schema, limit, claim_limit,
 					 Min(grelout_batch_size, grelout_concurrency),
-					 grelout_lease_duration, lease, &nrows, blocked);
+					 grelout_lease_duration, lease, restricted, &nrows, blocked);
 	*cut = false;
 	for (uint64 i = 0; i < nrows; i++)
 	{
@@ -615,13 +996,14 @@ route_step(RelayState *st, int limit, int claim_limit, int64 lease, bool *full,
  * claimed.  The claim is then not overdue for CLAIM_AT_LEAST_MS.
  */
 static uint64
-claim_rows(RelayState *st, int limit, int64 lease, List **fanout_dead)
+claim_rows(RelayState *st, int limit, int64 lease, const ClaimLimits *cl,
+		   List **fanout_dead)
 {
 	uint64		nrows;
 	SPITupleTable *tt;
 
 	tt = store_claim(st->schema, limit, grelout_lease_duration, lease,
-					 grelout_max_attempts, grelout_dead_letter, &nrows);
+					 grelout_max_attempts, grelout_dead_letter, cl, &nrows);
 	st->claim_overdue_at = ms_after(CLAIM_AT_LEAST_MS);
 	for (uint64 i = 0; i < nrows; i++)
 	{
@@ -635,6 +1017,121 @@ claim_rows(RelayState *st, int limit, int64 lease, List **fanout_dead)
 		queue_job(st, tt->vals[i], tt->tupdesc, lease);
 	}
 	return nrows;
+}
+
+/*
+ * dead_event: publish grelout.delivery.dead about a delivery that went dead
+ * (none about an event's own delivery).
+ */
+static void
+dead_event(RelayState *st, const char *id, const char *topic,
+		   const char *handler, int attempts, const char *error)
+{
+	StringInfoData extra;
+
+	if (topic == NULL || handler == NULL || strncmp(topic, "grelout.", 8) == 0)
+		return;
+	initStringInfo(&extra);
+	appendStringInfoString(&extra, "\"message_id\": ");
+	escape_json(&extra, id);
+	appendStringInfoString(&extra, ", \"topic\": ");
+	escape_json(&extra, topic);
+	appendStringInfoString(&extra, ", \"error\": ");
+	escape_json(&extra, error ? error : "");
+	appendStringInfo(&extra, ", \"attempts\": %d", attempts);
+	if (health_publish_event("grelout.delivery.dead", handler,
+							 health_event_json(handler, extra.data)))
+		st->events_published = true;
+}
+
+/* publish_claim_dead: the events of the deliveries the claim dead-lettered. */
+static void
+publish_claim_dead(RelayState *st)
+{
+	ListCell   *lc;
+
+	if (st->schema != STORE_SCHEMA_1_1)
+		return;
+	foreach(lc, st->claim_dead)
+	{
+		ClaimDead  *cd = lfirst(lc);
+
+		dead_event(st, cd->id, cd->topic, cd->handler, cd->attempts,
+				   cd->error ? cd->error : "no attempts left");
+	}
+}
+
+/*
+ * health_step: in the cycle's transaction (1.1), load the stored breakers
+ * once, store the queued breaker transitions with their events, publish
+ * grelout.delivery.dead for the dead outcomes being settled, and disable
+ * the handlers whose breaker stayed open for grelout.disable_after.
+ */
+static void
+health_step(RelayState *st)
+{
+	ListCell   *lc;
+
+	if (!st->health_loaded)
+	{
+		store_load_health(MyDatabaseId);
+		st->health_loaded = true;
+	}
+	foreach(lc, st->health_writes)
+	{
+		HealthWrite *w = lfirst(lc);
+
+		health_store(w);
+		if (w->event != NULL)
+		{
+			StringInfoData extra;
+
+			initStringInfo(&extra);
+			if (w->breaker == BREAKER_OPEN)
+			{
+				appendStringInfo(&extra, "\"consecutive_failures\": %d, \"error\": ",
+								 w->consecutive_failures);
+				escape_json(&extra, w->last_error);
+				appendStringInfoString(&extra, ", \"probe_at\": ");
+				escape_json(&extra, timestamptz_to_str(w->probe_at));
+			}
+			else
+			{
+				appendStringInfoString(&extra, "\"opened_at\": ");
+				if (w->opened_at)
+					escape_json(&extra, timestamptz_to_str(w->opened_at));
+				else
+					appendStringInfoString(&extra, "null");
+			}
+			if (health_publish_event(w->event, w->name,
+									 health_event_json(w->name, extra.data)))
+				st->events_published = true;
+		}
+	}
+	for (int i = 0; i < st->nsettles; i++)
+	{
+		SettleItem *it = &st->settles[i];
+		char	   *id;
+
+		if (it->state != SETTLE_DEAD)
+			continue;
+		id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&it->id)));
+		dead_event(st, id, it->topic, it->handler, it->attempts, it->error);
+	}
+	st->disabled = NIL;
+	foreach(lc, health_disable_due(MyDatabaseId, GetCurrentTimestamp()))
+	{
+		char	   *name = lfirst(lc);
+
+		if (store_disable_handler(name))
+		{
+			MemoryContext old = MemoryContextSwitchTo(st->loop_cxt);
+
+			st->events_published = true;
+			st->disabled = lappend(st->disabled, pstrdup(name));
+			MemoryContextSwitchTo(old);
+		}
+	}
 }
 
 /*
@@ -653,7 +1150,7 @@ claim_rows(RelayState *st, int limit, int64 lease, List **fanout_dead)
  * backlog of new messages to be routed.
  */
 static void
-claim_step(RelayState *st, int limit)
+claim_step(RelayState *st, int limit, bool extra)
 {
 	int64		lease;
 	uint64		nrows = 0;
@@ -662,18 +1159,36 @@ claim_step(RelayState *st, int limit)
 	bool		routed_cut;
 	bool		route_blocked;
 	List	   *fanout_dead = NIL;
+	ClaimLimits cl;
+	Datum		restricted;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
+	if (st->schema == STORE_SCHEMA_1_1)
+		plan_claim(st, limit, extra, &cl, &restricted);
+	else
+	{
+		cl.default_lim = limit;
+		cl.names = restricted = store_text_array(NIL);
+		cl.lims = store_int_array(NULL, 0);
+	}
 	if (now_ts() >= st->claim_overdue_at && st->schema == STORE_SCHEMA_1_1 &&
 		store_any_ordered_handler())
-		nrows = claim_rows(st, Max(1, limit / CLAIM_RESERVE_DIV), lease,
+		nrows = claim_rows(st, Max(1, limit / CLAIM_RESERVE_DIV), lease, &cl,
 						   &fanout_dead);
 	claimed = (int) nrows;
-	claimed += route_step(st, limit, limit - claimed, lease, &routed_full,
-						  &routed_cut, &route_blocked);
+
+	/*
+	 * With no slot free (extra), routing claims nothing and routes a whole
+	 * batch; the claim then takes one delivery of each handler with none in
+	 * flight.
+	 */
+	claimed += route_step(st, extra ? grelout_batch_size : limit,
+						  extra ? 0 : limit - claimed, lease, restricted,
+						  &routed_full, &routed_cut, &route_blocked);
 	if (claimed < limit && !routed_cut && nrows == 0)
-		claimed += (int) claim_rows(st, limit - claimed, lease, &fanout_dead);
+		claimed += (int) claim_rows(st, limit - claimed, lease, &cl, &fanout_dead);
+	publish_claim_dead(st);
 	/* a fan-out delivery dead-lettered here may have been its message's last */
 	if (fanout_dead != NIL)
 		store_finalize_fanout(fanout_dead, grelout_keep_mode != GRELOUT_KEEP_OFF);
@@ -696,6 +1211,13 @@ claim_step(RelayState *st, int limit)
 	/* new messages wait for a handler change to commit: come back soon */
 	if (route_blocked)
 		st->next_claim_at = Min(st->next_claim_at, ms_after(ROUTE_RETRY_MS));
+	/* a breaker's probe time, a pause's end, a rate's next token */
+	if (st->health_wake_at > 0)
+	{
+		long		ms = (long) Max((st->health_wake_at - GetCurrentTimestamp() + 999) / 1000, 0);
+
+		st->next_claim_at = Min(st->next_claim_at, ms_after(ms));
+	}
 }
 
 /* purge_step: one batch of the retention purge, when it is due. */
@@ -717,7 +1239,9 @@ purge_step(RelayState *st)
 static bool
 cycle_steps(RelayState *st, bool claim, uint64 *released)
 {
-	int			free_slots = grelout_concurrency - http_engine_running(st->engine);
+	int			running = http_engine_running(st->engine);
+	int			free_slots = grelout_concurrency - running;
+	bool		extra = false;
 
 	st->schema = store_schema();
 	if (st->schema == STORE_SCHEMA_NONE)
@@ -729,10 +1253,24 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 	if (st->nsettles > 0)
 		store_settle(st->schema, st->settles, st->nsettles,
 					 grelout_keep_mode != GRELOUT_KEEP_OFF);
+	if (st->schema == STORE_SCHEMA_1_1)
+		health_step(st);
+
+	/*
+	 * No slot free: under 1.1 the claim may still start one request for
+	 * each handler with due work and none in flight here, up to twice the
+	 * concurrency in all (plan_claim).
+	 */
+	if (free_slots <= 0 && st->schema == STORE_SCHEMA_1_1 &&
+		running < 2 * grelout_concurrency)
+	{
+		extra = true;
+		free_slots = 2 * grelout_concurrency - running;
+	}
 	if (claim && free_slots > 0)
 	{
 		if (may_claim_after_restart(st->schema, released))
-			claim_step(st, Min(grelout_batch_size, free_slots));
+			claim_step(st, Min(grelout_batch_size, free_slots), extra);
 		else
 		{
 			/* another relay is releasing the old leases: come back soon */
@@ -808,6 +1346,26 @@ report_stats(RelayState *st)
 }
 
 /*
+ * health_committed: the cycle's health changes are written: log the
+ * handlers it disabled, and route the events it published soon.
+ */
+static void
+health_committed(RelayState *st)
+{
+	ListCell   *lc;
+
+	foreach(lc, st->disabled)
+		ereport(WARNING,
+				(errmsg("grelout handler \"%s\" disabled: its breaker stayed open for %d s",
+						(char *) lfirst(lc), grelout_disable_after),
+				 errhint("Fix the endpoint, then set enabled = true in grelout.handlers: its next delivery is a probe.")));
+	st->disabled = NIL;
+	if (st->events_published)
+		st->claim_wanted = true;
+	st->events_published = false;
+}
+
+/*
  * cycle_committed: the outcomes are written; count them and forget them.
  */
 static void
@@ -818,10 +1376,23 @@ cycle_committed(RelayState *st, bool ready, uint64 released)
 	lease_recovery_done(st, released);
 	note_extension(st, ready);
 	claim_dead_report(st);
+	health_committed(st);
 	grelout_slot_count(st->slot, st->count_delivered, st->count_retried,
 					   st->count_dead, http_engine_running(st->engine));
 	forget_settles(st);
 	report_stats(st);
+}
+
+/* foreach_disabled_undo: the disables of a failed cycle are tried again. */
+static void
+foreach_disabled_undo(RelayState *st)
+{
+	ListCell   *lc;
+
+	foreach(lc, st->disabled)
+		health_disable_undo(MyDatabaseId, (char *) lfirst(lc));
+	st->disabled = NIL;
+	st->events_published = false;
 }
 
 /*
@@ -853,6 +1424,7 @@ cycle_failed(RelayState *st)
 	abandon_lease_recovery(0, 0);
 	drop_unstarted(st);
 	st->claim_dead = NIL;
+	foreach_disabled_undo(st);
 	/* the settle counts stay with their queued outcomes */
 
 	for (int i = 0; i < st->failed_cycles && pause < ERROR_BACKOFF_MAX_MS; i++)
@@ -931,6 +1503,7 @@ start_claimed(RelayState *st)
 
 		st->to_start = job->next;
 		job->started_us = now_ts();
+		job_started(job);
 		if (!http_engine_start(st->engine, &job->req))
 		{
 			job->req.result = CURLE_FAILED_INIT;
@@ -972,8 +1545,13 @@ reload_settings(RelayState *st, bool initial)
 static bool
 may_claim(RelayState *st)
 {
+	int			limit = grelout_concurrency;
+
+	/* 1.1: a handler with nothing in flight may get a slot beyond them */
+	if (st->schema == STORE_SCHEMA_1_1)
+		limit *= 2;
 	return !st->stopping && grelout_relay_enabled &&
-		http_engine_running(st->engine) < grelout_concurrency;
+		http_engine_running(st->engine) < limit;
 }
 
 /* purge_wanted: is the retention purge on, and the relay not stopping? */
@@ -1231,6 +1809,30 @@ relay_assignment(RelayState *st)
 }
 
 /*
+ * release_health: at exit, take this relay's requests and reservations out
+ * of its handlers' shared in flight counts, and give back a probe it held
+ * (a relay terminated mid-probe must not keep its breaker from probing).
+ */
+static void
+release_health(int code, Datum arg)
+{
+	HASH_SEQ_STATUS seq;
+	LocalHandler *lh;
+
+	if (exiting_relay == NULL || exiting_relay->handlers == NULL)
+		return;
+	hash_seq_init(&seq, exiting_relay->handlers);
+	while ((lh = hash_seq_search(&seq)) != NULL)
+	{
+		if (lh->entry == NULL)
+			continue;
+		health_unreserve(lh->entry, lh->counted + lh->reserved, lh->tokens);
+		lh->counted = lh->reserved = lh->tokens = 0;
+		health_release_probe(lh->entry);
+	}
+}
+
+/*
  * relay_init: signals, slot, connection, session settings, libcurl and the
  * wait set.
  */
@@ -1246,6 +1848,18 @@ relay_init(RelayState *st)
 	if (!relay_assignment(st))
 		proc_exit(0);
 	before_shmem_exit(abandon_lease_recovery, 0);
+	{
+		HASHCTL		info;
+
+		memset(&info, 0, sizeof(info));
+		info.keysize = GRELOUT_HANDLER_NAME_MAX + 1;
+		info.entrysize = sizeof(LocalHandler);
+		info.hcxt = TopMemoryContext;
+		st->handlers = hash_create("grelout relay handlers", 64, &info,
+								   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		exiting_relay = st;
+		before_shmem_exit(release_health, 0);
+	}
 	BackgroundWorkerInitializeConnectionByOid(st->slot->dboid, st->slot->roleoid, 0);
 	pin_session();
 
@@ -1302,7 +1916,9 @@ grelout_relay_main(Datum arg)
 		collect_finished(&st);
 		if (db_due(&st))
 		{
-			db_cycle(&st, may_claim(&st));
+			bool		committed = db_cycle(&st, may_claim(&st));
+
+			plan_finish(&st, committed);
 			start_claimed(&st);
 		}
 		stop_if_done(&st);

@@ -15,6 +15,7 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "health.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -61,6 +62,8 @@ grelout_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(shared_size());
+	RequestAddinShmemSpace(health_shmem_size());
+	health_shmem_request();
 }
 
 /* grelout_shmem_startup: create, or attach to, the relays' slots. */
@@ -100,6 +103,7 @@ grelout_shmem_startup(void)
 							   LEASES_TO_RECOVER);
 		}
 	}
+	health_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -21,6 +21,8 @@
  */
 #include "store.h"
 
+#include "health.h"
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -33,6 +35,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/lsyscache.h"
+#include "utils/timestamp.h"
 
 static SPIPlanPtr claim_plan = NULL;
 static SPIPlanPtr delete_plan = NULL;
@@ -182,11 +185,14 @@ static const char *route_sql_11 =
 " m AS MATERIALIZED ("
 " SELECT n.id, h.name,"
 "  h.enabled AND n.state = 'pending' AND n.available_at <= now()"
-"   AND NOT (h.ordered AND n.key IS NOT NULL) AS claimable,"
+"   AND NOT (h.ordered AND n.key IS NOT NULL)"
+"   AND $2 > 0 AND h.name <> ALL ($7::text[]) AS claimable,"
 "  h.url, h.headers, h.secret, h.previous_secret, h.timeout, h.max_attempts"
 " FROM n JOIN grelout.handlers h"
 "  ON grelout._topic_matches(h.topic, n.topic)"
-"  AND (h.filter IS NULL OR n.payload @> h.filter)),"
+"  AND (h.filter IS NULL OR n.payload @> h.filter)"
+"  AND NOT (left(n.topic, 8) = 'grelout.'"
+"   AND h.name = n.payload ->> 'handler')),"
 " k AS MATERIALIZED ("
 " SELECT n.id, n.key, q.seq, n.state, n.available_at, n.created_at,"
 "  count(m.name) AS matches, min(m.name) AS handler,"
@@ -205,7 +211,8 @@ static const char *route_sql_11 =
 "  kr.matches > 1 AND kr.claimable > 0 AND kr.before < $2 AS fan_claimed"
 " FROM kr LEFT JOIN grelout.handlers h ON h.name = kr.handler AND h.enabled"
 "  AND kr.matches = 1 AND kr.state = 'pending' AND kr.available_at <= now()"
-"  AND NOT (h.ordered AND kr.key IS NOT NULL)),"
+"  AND NOT (h.ordered AND kr.key IS NOT NULL)"
+"  AND $2 > 0 AND h.name <> ALL ($7::text[])),"
 " d AS MATERIALIZED ("
 " SELECT m.*, kr.available_at AS due, kr.created_at, kr.key, kr.seq,"
 "  m.claimable AND kr.before + row_number() OVER ("
@@ -312,40 +319,49 @@ static const char *route_sql_11 =
 
 static const char *claim_sql_11 =
 "WITH h AS MATERIALIZED ("
-" SELECT name, url, headers, secret, previous_secret, timeout, max_attempts,"
-"  ordered, on_dead"
-" FROM grelout.handlers WHERE enabled),"
+" SELECT hh.name, hh.url, hh.headers, hh.secret, hh.previous_secret,"
+"  hh.timeout, hh.max_attempts, hh.ordered, hh.on_dead,"
+"  coalesce(l.lim, $7) AS lim"
+" FROM grelout.handlers hh"
+"  LEFT JOIN unnest($8::text[], $9::int4[]) AS l(name, lim) ON l.name = hh.name"
+" WHERE hh.enabled AND coalesce(l.lim, $7) > 0),"
 " ki AS MATERIALIZED ("
-" SELECT x.tid FROM h CROSS JOIN LATERAL ("
-"  SELECT o.ctid AS tid FROM grelout.outbox o"
-"  WHERE o.handler = h.name AND o.route = 'single'"
-"   AND o.state IN ('pending', 'processing') AND o.available_at <= now()"
-"   AND " HEAD_11("o")
-"  ORDER BY o.available_at, o.id LIMIT 2 * $1) x),"
+" SELECT x.tid, x.rk FROM h CROSS JOIN LATERAL ("
+"  SELECT y.tid, row_number() OVER () AS rk FROM ("
+"   SELECT o.ctid AS tid FROM grelout.outbox o"
+"   WHERE o.handler = h.name AND o.route = 'single'"
+"    AND o.state IN ('pending', 'processing') AND o.available_at <= now()"
+"    AND " HEAD_11("o")
+"   ORDER BY o.available_at, o.id LIMIT least(2 * $1, 2 * h.lim)) y) x),"
 " kf AS MATERIALIZED ("
-" SELECT x.tid FROM h CROSS JOIN LATERAL ("
-"  SELECT f.ctid AS tid FROM grelout.fanout f"
-"  WHERE f.handler = h.name"
-"   AND f.state IN ('pending', 'processing') AND f.available_at <= now()"
-"   AND " HEAD_11("f")
-"  ORDER BY f.available_at, f.message_id LIMIT 2 * $1) x),"
+" SELECT x.tid, x.rk FROM h CROSS JOIN LATERAL ("
+"  SELECT y.tid, row_number() OVER () AS rk FROM ("
+"   SELECT f.ctid AS tid FROM grelout.fanout f"
+"   WHERE f.handler = h.name"
+"    AND f.state IN ('pending', 'processing') AND f.available_at <= now()"
+"    AND " HEAD_11("f")
+"   ORDER BY f.available_at, f.message_id LIMIT least(2 * $1, 2 * h.lim)) y) x),"
 " ci AS MATERIALIZED ("
-" SELECT o.id, o.handler, o.available_at, false AS fanout"
-" FROM grelout.outbox o"
-" WHERE o.ctid = ANY (ARRAY(SELECT tid FROM ki)) AND o.route = 'single'"
+" SELECT o.id, o.handler, o.available_at, false AS fanout, ki.rk"
+" FROM ki JOIN grelout.outbox o ON o.ctid = ki.tid"
+" WHERE o.route = 'single'"
 "  AND o.state <> 'delivered' AND o.state <> 'dead' AND o.available_at <= now()"
-" ORDER BY o.available_at, o.id LIMIT $1"
+" ORDER BY ki.rk, o.available_at, o.id LIMIT $1"
 " FOR UPDATE OF o SKIP LOCKED),"
 " cf AS MATERIALIZED ("
-" SELECT f.message_id AS id, f.handler, f.available_at, true AS fanout"
-" FROM grelout.fanout f"
-" WHERE f.ctid = ANY (ARRAY(SELECT tid FROM kf))"
-"  AND f.state <> 'delivered' AND f.state <> 'dead' AND f.available_at <= now()"
-" ORDER BY f.available_at, f.message_id, f.handler LIMIT $1"
+" SELECT f.message_id AS id, f.handler, f.available_at, true AS fanout, kf.rk"
+" FROM kf JOIN grelout.fanout f ON f.ctid = kf.tid"
+" WHERE f.state <> 'delivered' AND f.state <> 'dead' AND f.available_at <= now()"
+" ORDER BY kf.rk, f.available_at, f.message_id, f.handler LIMIT $1"
 " FOR UPDATE OF f SKIP LOCKED),"
 " c AS MATERIALIZED ("
-" SELECT u.* FROM (SELECT * FROM ci UNION ALL SELECT * FROM cf) u"
-" ORDER BY u.available_at, u.id LIMIT $1),"
+" SELECT u.id, u.handler, u.available_at, u.fanout FROM ("
+"  SELECT u.*, row_number() OVER ("
+"   PARTITION BY u.handler ORDER BY u.rk, u.available_at, u.id) AS n"
+"  FROM (SELECT * FROM ci UNION ALL SELECT * FROM cf) u) u"
+"  JOIN h ON h.name = u.handler"
+" WHERE u.n <= h.lim"
+" ORDER BY u.n, u.available_at, u.id LIMIT $1),"
 " ui AS ("
 " UPDATE grelout.outbox o SET"
 CLAIM_SET_11("o")
@@ -372,10 +388,11 @@ CLAIM_SET_11("f")
 /* 1.1: the inline outcomes, as in 1.0, with the attempt's status and duration. */
 static const char *update_sql_11 =
 "UPDATE grelout.outbox o SET"
-" state = CASE WHEN s.state = 'release' THEN 'pending' ELSE s.state END,"
-" attempts = CASE WHEN s.state = 'release' THEN greatest(o.attempts - 1, 0)"
-"  ELSE o.attempts END,"
-" available_at = CASE WHEN s.state IN ('pending', 'release')"
+" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
+"  ELSE s.state END,"
+" attempts = CASE WHEN s.state IN ('release', 'hold')"
+"  THEN greatest(o.attempts - 1, 0) ELSE o.attempts END,"
+" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
 "  THEN now() + s.delay_ms * interval '1 millisecond' ELSE o.available_at END,"
 " last_error = CASE WHEN s.state IN ('delivered', 'release') THEN o.last_error"
 "  ELSE s.error END,"
@@ -414,10 +431,11 @@ static const char *fanout_update_sql_11 =
 " RETURNING f.message_id),"
 " u AS ("
 "UPDATE grelout.fanout f SET"
-" state = CASE WHEN s.state = 'release' THEN 'pending' ELSE s.state END,"
-" attempts = CASE WHEN s.state = 'release' THEN greatest(f.attempts - 1, 0)"
-"  ELSE f.attempts END,"
-" available_at = CASE WHEN s.state IN ('pending', 'release')"
+" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
+"  ELSE s.state END,"
+" attempts = CASE WHEN s.state IN ('release', 'hold')"
+"  THEN greatest(f.attempts - 1, 0) ELSE f.attempts END,"
+" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
 "  THEN now() + s.delay_ms * interval '1 millisecond' ELSE f.available_at END,"
 " last_error = CASE WHEN s.state IN ('delivered', 'release') THEN f.last_error"
 "  ELSE s.error END,"
@@ -624,10 +642,12 @@ store_schema(void)
  */
 SPITupleTable *
 store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
-			int lease_ms, int64 lease_token, uint64 *nrows, bool *blocked)
+			int lease_ms, int64 lease_token, Datum restricted, uint64 *nrows,
+			bool *blocked)
 {
-	Oid			types[6] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID};
-	Datum		values[6];
+	Oid			types[7] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID,
+	TEXTARRAYOID};
+	Datum		values[7];
 	int			ret;
 
 	*nrows = 0;
@@ -645,13 +665,14 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		*blocked = true;
 		return NULL;
 	}
-	prepare_once(&route_plan_11, route_sql_11, 6, types);
+	prepare_once(&route_plan_11, route_sql_11, 7, types);
 	values[0] = Int32GetDatum(limit);
 	values[1] = Int32GetDatum(claim_limit);
 	values[2] = Float8GetDatum((double) lease_ms);
 	values[3] = Int64GetDatum(lease_token);
 	values[4] = Int32GetDatum(grelout_max_attempts);
 	values[5] = Int32GetDatum(claim_max);
+	values[6] = restricted;
 	ret = SPI_execute_plan(route_plan_11, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
@@ -668,16 +689,21 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
  */
 SPITupleTable *
 store_claim(StoreSchema schema, int limit, int lease_ms, int64 lease_token,
-			int default_max_attempts, bool dead_letter, uint64 *nrows)
+			int default_max_attempts, bool dead_letter, const ClaimLimits *lims,
+			uint64 *nrows)
 {
-	Oid			types[6] = {INT4OID, FLOAT8OID, INT4OID, BOOLOID, INT8OID, BOOLOID};
-	Datum		values[6];
+	Oid			types[9] = {INT4OID, FLOAT8OID, INT4OID, BOOLOID, INT8OID, BOOLOID,
+	INT4OID, TEXTARRAYOID, INT4ARRAYOID};
+	Datum		values[9];
 	SPIPlanPtr	plan;
 	int			ret;
 
 	if (schema == STORE_SCHEMA_1_1)
 	{
-		plan = prepare_once(&claim_plan_11, claim_sql_11, 6, types);
+		plan = prepare_once(&claim_plan_11, claim_sql_11, 9, types);
+		values[6] = Int32GetDatum(lims->default_lim);
+		values[7] = lims->names;
+		values[8] = lims->lims;
 		/* ordered deliveries only while no redrive is changing the heads */
 		values[5] = DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
 										Int32GetDatum(ROUTING_LOCK_KEY1),
@@ -772,7 +798,8 @@ batch_add(SettleBatch *b, SettleItem *it)
 	b->leases[i] = Int64GetDatum(it->lease);
 	b->states[i] = CStringGetTextDatum(it->state == SETTLE_DELIVERED ? "delivered" :
 									   it->state == SETTLE_RETRY ? "pending" :
-									   it->state == SETTLE_RELEASE ? "release" : "dead");
+									   it->state == SETTLE_RELEASE ? "release" :
+									   it->state == SETTLE_HOLD ? "hold" : "dead");
 	b->delays[i] = Float8GetDatum((double) it->delay_ms);
 	b->error_nulls[i] = (it->error == NULL);
 	b->errors[i] = it->error ? CStringGetTextDatum(it->error) : (Datum) 0;
@@ -1045,4 +1072,155 @@ store_purge_delivered(StoreSchema schema, int64 window_ms, int limit)
 		elog(ERROR, "retention purge failed: %s", SPI_result_code_string(ret));
 	return (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/* store_text_array: a text[] of the C strings of a list. */
+Datum
+store_text_array(List *strings)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(list_length(strings), 1));
+	int			n = 0;
+	ListCell   *lc;
+
+	foreach(lc, strings)
+		elems[n++] = CStringGetTextDatum((char *) lfirst(lc));
+	return build_array(elems, NULL, n, TEXTOID);
+}
+
+/* store_int_array: an int4[] of n values. */
+Datum
+store_int_array(int *values, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		elems[i] = Int32GetDatum(values[i]);
+	return build_array(elems, NULL, n, INT4OID);
+}
+
+/*
+ * store_handler_caps: the enabled handlers with a max_in_flight (their own,
+ * or default_max_in_flight when it is not 0) or a max_per_second, as a
+ * list of HandlerCaps (1.1).  No handler has caps in the usual case, and
+ * the statement then reads a few handler rows.
+ */
+List *
+store_handler_caps(int default_max_in_flight)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1];
+	List	   *caps = NIL;
+	int			ret;
+
+	if (plan == NULL)
+		plan = grelout_keep_plan(
+								 "SELECT name, coalesce(max_in_flight, $1), coalesce(max_per_second, 0)"
+								 " FROM grelout.handlers"
+								 " WHERE enabled AND (max_in_flight IS NOT NULL"
+								 "  OR max_per_second IS NOT NULL OR $1 > 0)",
+								 1, types, 0);
+	values[0] = Int32GetDatum(default_max_in_flight);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read the handlers' caps: %s", SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		HandlerCaps *c = palloc(sizeof(HandlerCaps));
+		bool		isnull;
+
+		c->name = SPI_getvalue(tup, desc, 1);
+		c->max_in_flight = DatumGetInt32(SPI_getbinval(tup, desc, 2, &isnull));
+		c->max_per_second = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		caps = lappend(caps, c);
+	}
+	return caps;
+}
+
+/* timestamp_value: a stored time, 0 for NULL. */
+static TimestampTz
+timestamp_value(HeapTuple tup, TupleDesc desc, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
+
+	return isnull ? 0 : DatumGetTimestampTz(d);
+}
+
+/*
+ * store_load_health: load the stored breaker states of the database's
+ * handlers into shared memory (those this server has no entry for yet).
+ */
+void
+store_load_health(Oid dboid)
+{
+	int			ret;
+
+	ret = SPI_execute("SELECT t.handler, t.breaker, t.consecutive_failures,"
+					  " t.opened_at, t.probe_at, t.cooldown_ms, t.version,"
+					  " t.last_success_at, t.last_failure_at, t.last_error"
+					  " FROM grelout.handler_health t", false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read grelout.handler_health: %s",
+			 SPI_result_code_string(ret));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		HealthWrite w;
+		char	   *name = SPI_getvalue(tup, desc, 1);
+		char	   *breaker = SPI_getvalue(tup, desc, 2);
+		char	   *error = SPI_getvalue(tup, desc, 10);
+		bool		isnull;
+
+		memset(&w, 0, sizeof(w));
+		strlcpy(w.name, name, sizeof(w.name));
+		w.breaker = strcmp(breaker, "open") == 0 ? BREAKER_OPEN :
+			strcmp(breaker, "half-open") == 0 ? BREAKER_HALF_OPEN : BREAKER_CLOSED;
+		w.consecutive_failures = DatumGetInt32(SPI_getbinval(tup, desc, 3, &isnull));
+		w.opened_at = timestamp_value(tup, desc, 4);
+		w.probe_at = timestamp_value(tup, desc, 5);
+		w.cooldown_ms = DatumGetInt64(SPI_getbinval(tup, desc, 6, &isnull));
+		w.version = (uint64) DatumGetInt64(SPI_getbinval(tup, desc, 7, &isnull));
+		w.last_success_at = timestamp_value(tup, desc, 8);
+		w.last_failure_at = timestamp_value(tup, desc, 9);
+		if (error)
+			strlcpy(w.last_error, error, sizeof(w.last_error));
+		health_load(dboid, &w);
+	}
+}
+
+/*
+ * store_disable_handler: disable a handler whose breaker stayed open (its
+ * trigger publishes grelout.handler.disabled with reason "breaker");
+ * returns whether it was enabled.
+ */
+bool
+store_disable_handler(const char *name)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	volatile int ret = 0;
+
+	if (plan == NULL)
+		plan = grelout_keep_plan("UPDATE grelout.handlers SET enabled = false"
+								 " WHERE name = $1 AND enabled", 1, types, 0);
+	values[0] = CStringGetTextDatum(name);
+	grelout_auto_disabling = true;
+	PG_TRY();
+	{
+		ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		grelout_auto_disabling = false;
+	}
+	PG_END_TRY();
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "could not disable handler \"%s\": %s", name,
+			 SPI_result_code_string(ret));
+	return SPI_processed > 0;
 }

@@ -74,8 +74,29 @@ typedef enum SettleState
 	SETTLE_DELIVERED,
 	SETTLE_RETRY,
 	SETTLE_DEAD,
-	SETTLE_RELEASE				/* unfinished at stop: pending again, attempt given back */
+	SETTLE_RELEASE,				/* unfinished at stop: pending again, attempt given back */
+	SETTLE_HOLD					/* failed under an open breaker: pending, attempt given back */
 } SettleState;
+
+/*
+ * What the claim may take of each handler (1.1): default_lim of any
+ * handler, but those named in names (a text[]) take at most their entry in
+ * lims (an int4[]), none when 0.
+ */
+typedef struct ClaimLimits
+{
+	int			default_lim;
+	Datum		names;
+	Datum		lims;
+} ClaimLimits;
+
+/* A handler's caps, as grelout.handlers and the settings give them. */
+typedef struct HandlerCaps
+{
+	char	   *name;
+	int			max_in_flight;	/* 0: none */
+	int			max_per_second; /* 0: none */
+} HandlerCaps;
 
 typedef struct SettleItem
 {
@@ -88,16 +109,24 @@ typedef struct SettleItem
 	char	   *handler;		/* its handler's name (fanout rows) */
 	int			status;			/* HTTP status of the attempt, 0: none */
 	int			duration_ms;	/* the attempt's duration, -1: unknown */
+	char	   *topic;			/* SETTLE_DEAD: for grelout.delivery.dead */
+	int			attempts;		/* SETTLE_DEAD: the attempt it died on */
 } SettleItem;
 
 extern StoreSchema store_schema(void);
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int claim_max, int lease_ms, int64 lease_token,
-								  uint64 *nrows, bool *blocked);
+								  Datum restricted, uint64 *nrows, bool *blocked);
 extern bool store_any_ordered_handler(void);
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,
-								  bool dead_letter, uint64 *nrows);
+								  bool dead_letter, const ClaimLimits *lims,
+								  uint64 *nrows);
+extern List *store_handler_caps(int default_max_in_flight);
+extern void store_load_health(Oid dboid);
+extern bool store_disable_handler(const char *name);
+extern Datum store_text_array(List *strings);
+extern Datum store_int_array(int *values, int n);
 extern void store_settle(StoreSchema schema, SettleItem *items, int n,
 						 bool keep_delivered);
 extern void store_finalize_fanout(List *ids, bool keep_delivered);

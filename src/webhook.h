@@ -33,6 +33,9 @@ typedef struct WebhookJob
 	char	   *handler;		/* the handler's name; NULL on a 1.0 schema */
 	bool		fanout;			/* a grelout.fanout delivery (1.1) */
 	int64		started_us;		/* monotonic start of the request */
+	struct LocalHandler *local; /* the relay's record of its handler (1.1) */
+	bool		counted;		/* counted in its handler's shared in_flight */
+	bool		probe;			/* its handler's breaker probe */
 	struct WebhookJob *next;	/* in the list of jobs to start */
 	dlist_node	in_flight;		/* in the relay's list of started jobs */
 } WebhookJob;

@@ -1,0 +1,829 @@
+/*-------------------------------------------------------------------------
+ *
+ * health.c
+ *	  The health of each handler, shared by every relay of the server: the
+ *	  circuit breaker, the requests in flight over all relays (for
+ *	  max_in_flight), the request budget (max_per_second) and the pause a
+ *	  429 or 503 with Retry-After asks for.
+ *
+ * One shared hash table holds an entry per (database, handler name) that a
+ * relay has sent to, or whose breaker is stored as not closed.  The hash is
+ * guarded by one LWLock (lookups shared, inserts exclusive), an entry's
+ * fields by its spinlock.  Entries are never removed, so a relay may keep
+ * pointers to them: deleting a handler resets its entry instead.
+ *
+ * The breaker is stored in grelout.handler_health on its transitions only
+ * (opened, re-opened by a failed probe, closed, half-open on re-enable),
+ * with a version so that two relays' writes land in order; a relay loads
+ * the stored states into the table before its first claim, so an open
+ * breaker survives a restart of the relay or of the server.  The limits
+ * and the counters live in shared memory only: a restart voids every
+ * request in flight anyway.
+ *
+ * Operational events (grelout.breaker.opened, ...) are inserted here,
+ * in the transaction of the change they report, only when some handler
+ * other than the one they are about matches their topic.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "health.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(grelout_handler_live);
+PG_FUNCTION_INFO_V1(grelout_handlers_health);
+
+static HTAB *health_hash = NULL;
+static LWLock *health_lock = NULL;
+
+static const char *const breaker_names[] = {"closed", "open", "half-open"};
+
+/* health_shmem_size: bytes of the shared hash table. */
+Size
+health_shmem_size(void)
+{
+	return hash_estimate_size(GRELOUT_MAX_HEALTH_ENTRIES, sizeof(HealthEntry));
+}
+
+/* health_shmem_request: the LWLock of the table (shmem_request_hook). */
+void
+health_shmem_request(void)
+{
+	RequestNamedLWLockTranche("grelout_health", 1);
+}
+
+/* health_shmem_init: create or attach to the table (shmem_startup_hook). */
+void
+health_shmem_init(void)
+{
+	HASHCTL		info;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(HealthKey);
+	info.entrysize = sizeof(HealthEntry);
+	health_hash = ShmemInitHash("grelout handler health",
+								GRELOUT_MAX_HEALTH_ENTRIES,
+								GRELOUT_MAX_HEALTH_ENTRIES,
+								&info, HASH_ELEM | HASH_BLOBS);
+	health_lock = &(GetNamedLWLockTranche("grelout_health"))->lock;
+}
+
+/* entry_reset: a closed breaker with no history (in_flight is kept). */
+static void
+entry_reset(HealthEntry *e)
+{
+	e->breaker = BREAKER_CLOSED;
+	e->consecutive_failures = 0;
+	e->opened_at = 0;
+	e->probe_at = 0;
+	e->cooldown_ms = 0;
+	e->probe_pid = 0;
+	e->disable_tried = false;
+	e->last_success_at = 0;
+	e->last_failure_at = 0;
+	e->last_error[0] = '\0';
+	e->paused_until = 0;
+	e->tokens = 0;
+	e->tokens_at = 0;
+}
+
+/*
+ * health_entry: the entry of a handler of a database; with create, made
+ * (closed, nothing in flight) when missing.  NULL when missing and not
+ * created, or when the table is full (the handler then goes without
+ * breaker and caps: logged once).
+ */
+HealthEntry *
+health_entry(Oid dboid, const char *name, bool create)
+{
+	static bool full_logged = false;
+	HealthKey	key;
+	HealthEntry *e;
+	bool		found;
+
+	if (health_hash == NULL)
+		return NULL;
+	memset(&key, 0, sizeof(key));
+	key.dboid = dboid;
+	strlcpy(key.name, name, sizeof(key.name));
+
+	LWLockAcquire(health_lock, LW_SHARED);
+	e = hash_search(health_hash, &key, HASH_FIND, NULL);
+	LWLockRelease(health_lock);
+	if (e != NULL || !create)
+		return e;
+
+	LWLockAcquire(health_lock, LW_EXCLUSIVE);
+	e = hash_search(health_hash, &key, HASH_ENTER_NULL, &found);
+	if (e != NULL && !found)
+	{
+		SpinLockInit(&e->mutex);
+		entry_reset(e);
+		e->version = 0;
+		e->in_flight = 0;
+	}
+	LWLockRelease(health_lock);
+	if (e == NULL && !full_logged)
+	{
+		full_logged = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("grelout tracks the health of at most %d handlers",
+						GRELOUT_MAX_HEALTH_ENTRIES),
+				 errdetail("Handler \"%s\" goes without circuit breaker and caps.", name)));
+	}
+	return e;
+}
+
+/*
+ * health_load: a stored breaker state, read by a relay before its first
+ * claim.  Only an entry this server has not made yet takes it: one that
+ * exists is newer than anything stored.
+ */
+void
+health_load(Oid dboid, const HealthWrite *row)
+{
+	HealthEntry *e = health_entry(dboid, row->name, false);
+
+	if (e != NULL)
+		return;
+	e = health_entry(dboid, row->name, true);
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->version == 0)
+	{
+		e->breaker = row->breaker;
+		e->consecutive_failures = row->consecutive_failures;
+		e->opened_at = row->opened_at;
+		e->probe_at = row->probe_at;
+		e->cooldown_ms = row->cooldown_ms;
+		e->version = row->version;
+		e->last_success_at = row->last_success_at;
+		e->last_failure_at = row->last_failure_at;
+		strlcpy(e->last_error, row->last_error, sizeof(e->last_error));
+	}
+	SpinLockRelease(&e->mutex);
+}
+
+/*
+ * health_reserve: take up to want request slots of the handler, counted in
+ * flight over all relays at once (so two relays never both take the last
+ * slot under max_in_flight cap), and as many of its max_per_second budget
+ * (rate; a budget of one second's worth, refilled continuously).  cap and
+ * rate 0 mean none.  Returns how many were taken; the caller gives back
+ * what it does not use (health_unreserve).
+ */
+int
+health_reserve(HealthEntry *e, int want, int cap, int rate, TimestampTz now)
+{
+	int			n = Max(want, 0);
+
+	SpinLockAcquire(&e->mutex);
+	if (cap > 0)
+		n = Min(n, Max(cap - e->in_flight, 0));
+	if (rate > 0)
+	{
+		if (e->tokens_at == 0 || e->tokens_at > now)
+			e->tokens = rate;
+		else
+			e->tokens = Min((double) rate,
+							e->tokens + rate * ((double) (now - e->tokens_at) / USECS_PER_SEC));
+		e->tokens_at = now;
+		n = Min(n, (int) floor(e->tokens));
+		e->tokens -= n;
+	}
+	e->in_flight += n;
+	SpinLockRelease(&e->mutex);
+	return n;
+}
+
+/* health_unreserve: give back slots and budget a reservation did not use. */
+void
+health_unreserve(HealthEntry *e, int in_flight, int tokens)
+{
+	SpinLockAcquire(&e->mutex);
+	e->in_flight = Max(e->in_flight - in_flight, 0);
+	e->tokens += tokens;
+	SpinLockRelease(&e->mutex);
+}
+
+/* health_add_in_flight: a request started (n = 1) or finished (n = -1). */
+void
+health_add_in_flight(HealthEntry *e, int n)
+{
+	SpinLockAcquire(&e->mutex);
+	e->in_flight = Max(e->in_flight + n, 0);
+	SpinLockRelease(&e->mutex);
+}
+
+/*
+ * health_gate: how many of want requests the breaker and the pause let
+ * through now: none while paused or open before the probe time (*wake_at
+ * says until when), one probe when it is due and no other relay has one
+ * out (*probe), want when closed.
+ */
+int
+health_gate(HealthEntry *e, int want, TimestampTz now, bool *probe,
+			TimestampTz *wake_at)
+{
+	int			n = want;
+
+	*probe = false;
+	SpinLockAcquire(&e->mutex);
+	if (e->paused_until > now)
+	{
+		*wake_at = e->paused_until;
+		n = 0;
+	}
+	else if (e->breaker == BREAKER_OPEN && now < e->probe_at)
+	{
+		*wake_at = e->probe_at;
+		n = 0;
+	}
+	else if (e->breaker != BREAKER_CLOSED)
+	{
+		n = 0;
+		if (want > 0 && e->probe_pid == 0)
+		{
+			e->probe_pid = MyProcPid;
+			*probe = true;
+			n = 1;
+		}
+	}
+	SpinLockRelease(&e->mutex);
+	return n;
+}
+
+/* health_release_probe: this relay's probe did not go, or is over. */
+void
+health_release_probe(HealthEntry *e)
+{
+	SpinLockAcquire(&e->mutex);
+	if (e->probe_pid == MyProcPid)
+		e->probe_pid = 0;
+	SpinLockRelease(&e->mutex);
+}
+
+/* health_snapshot: the entry as it is to be stored (under its mutex). */
+static void
+snapshot_locked(HealthEntry *e, HealthWrite *w)
+{
+	strlcpy(w->name, e->key.name, sizeof(w->name));
+	w->breaker = e->breaker;
+	w->consecutive_failures = e->consecutive_failures;
+	w->opened_at = e->opened_at;
+	w->probe_at = e->probe_at;
+	w->cooldown_ms = e->cooldown_ms;
+	w->version = e->version;
+	w->last_success_at = e->last_success_at;
+	w->last_failure_at = e->last_failure_at;
+	strlcpy(w->last_error, e->last_error, sizeof(w->last_error));
+	w->event = NULL;
+}
+
+/* health_snapshot: the entry as it is now. */
+void
+health_snapshot(HealthEntry *e, HealthWrite *w)
+{
+	SpinLockAcquire(&e->mutex);
+	snapshot_locked(e, w);
+	SpinLockRelease(&e->mutex);
+}
+
+/*
+ * health_outcome: what one finished attempt of the handler does to its
+ * breaker and pause.
+ *
+ *	- a 2xx resets the failures and closes a breaker that was not closed;
+ *	- a failure while closed counts; the threshold-th in a row opens the
+ *	  breaker for breaker_cooldown;
+ *	- a failed probe opens it again with twice the cooldown (up to
+ *	  retry_max), and its delivery is held: its attempt is given back;
+ *	- a failure of a request that was in flight when the breaker opened is
+ *	  held too: the breaker, not the message, decided its fate;
+ *	- a 429 or 503 with Retry-After pauses the whole handler (pause_ms).
+ *
+ * *hold says the delivery is to be handed back rather than retried; *w,
+ * on a transition, what to store and which event to publish.
+ */
+HealthTransition
+health_outcome(HealthEntry *e, HealthOutcome kind, bool probe, int64 pause_ms,
+			   const char *error, TimestampTz now, bool *hold, HealthWrite *w)
+{
+	HealthTransition t = HEALTH_NONE;
+
+	*hold = false;
+	SpinLockAcquire(&e->mutex);
+	if (probe && e->probe_pid == MyProcPid)
+		e->probe_pid = 0;
+	switch (kind)
+	{
+		case HEALTH_SUCCESS:
+			e->consecutive_failures = 0;
+			e->last_success_at = now;
+			if (e->breaker != BREAKER_CLOSED)
+			{
+				e->breaker = BREAKER_CLOSED;
+				e->probe_pid = 0;
+				e->disable_tried = false;
+				e->version++;
+				t = HEALTH_CLOSED;
+			}
+			break;
+		case HEALTH_FAILURE:
+			e->consecutive_failures++;
+			e->last_failure_at = now;
+			strlcpy(e->last_error, error ? error : "", sizeof(e->last_error));
+			if (grelout_breaker_threshold <= 0 && e->breaker == BREAKER_CLOSED)
+				break;
+			if (probe && e->breaker != BREAKER_CLOSED)
+			{
+				int64		cooldown = Max(e->cooldown_ms, 1) * 2;
+
+				if (e->breaker == BREAKER_HALF_OPEN)
+					cooldown = grelout_breaker_cooldown;
+				e->cooldown_ms = Min(cooldown, (int64) grelout_retry_max);
+				e->cooldown_ms = Max(e->cooldown_ms, 1);
+				e->breaker = BREAKER_OPEN;
+				if (e->opened_at == 0)
+					e->opened_at = now;
+				e->probe_at = now + e->cooldown_ms * 1000;
+				e->version++;
+				t = HEALTH_REOPENED;
+				*hold = true;
+			}
+			else if (e->breaker == BREAKER_CLOSED)
+			{
+				if (e->consecutive_failures >= grelout_breaker_threshold)
+				{
+					e->breaker = BREAKER_OPEN;
+					e->opened_at = now;
+					e->cooldown_ms = Min((int64) grelout_breaker_cooldown,
+										 (int64) grelout_retry_max);
+					e->probe_at = now + e->cooldown_ms * 1000;
+					e->disable_tried = false;
+					e->version++;
+					t = HEALTH_OPENED;
+				}
+			}
+			else
+				*hold = true;
+			break;
+		case HEALTH_NEUTRAL:
+			if (pause_ms > 0)
+				e->paused_until = Max(e->paused_until, now + pause_ms * 1000);
+			break;
+	}
+	if (t != HEALTH_NONE)
+	{
+		snapshot_locked(e, w);
+		w->event = (t == HEALTH_OPENED) ? "grelout.breaker.opened" :
+			(t == HEALTH_CLOSED) ? "grelout.breaker.closed" : NULL;
+	}
+	SpinLockRelease(&e->mutex);
+	return t;
+}
+
+/*
+ * health_restricted: the names (palloc'd) of the database's handlers whose
+ * breaker is not closed or that are paused: the claim asks health_gate
+ * about each.
+ */
+List *
+health_restricted(Oid dboid, TimestampTz now)
+{
+	HASH_SEQ_STATUS seq;
+	HealthEntry *e;
+	List	   *names = NIL;
+
+	if (health_hash == NULL)
+		return NIL;
+	LWLockAcquire(health_lock, LW_SHARED);
+	hash_seq_init(&seq, health_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		bool		restricted;
+
+		if (e->key.dboid != dboid)
+			continue;
+		SpinLockAcquire(&e->mutex);
+		restricted = e->breaker != BREAKER_CLOSED || e->paused_until > now;
+		SpinLockRelease(&e->mutex);
+		if (restricted)
+			names = lappend(names, pstrdup(e->key.name));
+	}
+	LWLockRelease(health_lock);
+	return names;
+}
+
+/*
+ * health_disable_due: the names of the database's handlers whose breaker
+ * has been open for grelout.disable_after, each returned once per opening
+ * (health_disable_undo if the disable could not be committed).
+ */
+List *
+health_disable_due(Oid dboid, TimestampTz now)
+{
+	HASH_SEQ_STATUS seq;
+	HealthEntry *e;
+	List	   *names = NIL;
+
+	if (health_hash == NULL || grelout_disable_after <= 0)
+		return NIL;
+	LWLockAcquire(health_lock, LW_SHARED);
+	hash_seq_init(&seq, health_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		bool		due = false;
+
+		if (e->key.dboid != dboid)
+			continue;
+		SpinLockAcquire(&e->mutex);
+		if (e->breaker == BREAKER_OPEN && !e->disable_tried && e->opened_at > 0 &&
+			now - e->opened_at >= (int64) grelout_disable_after * USECS_PER_SEC)
+		{
+			e->disable_tried = true;
+			due = true;
+		}
+		SpinLockRelease(&e->mutex);
+		if (due)
+			names = lappend(names, pstrdup(e->key.name));
+	}
+	LWLockRelease(health_lock);
+	return names;
+}
+
+/* health_disable_undo: the disable did not commit; try again later. */
+void
+health_disable_undo(Oid dboid, const char *name)
+{
+	HealthEntry *e = health_entry(dboid, name, false);
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	e->disable_tried = false;
+	SpinLockRelease(&e->mutex);
+}
+
+/* timestamp_or_null: a stored time, NULL for 0. */
+static void
+timestamp_arg(TimestampTz t, Datum *value, char *null)
+{
+	*value = TimestampTzGetDatum(t);
+	*null = (t == 0) ? 'n' : ' ';
+}
+
+/*
+ * health_store: write a breaker state to grelout.handler_health, unless a
+ * later version is stored already or the handler is gone.  Runs in the
+ * caller's transaction, SPI connected.
+ */
+void
+health_store(const HealthWrite *w)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[10] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
+		TIMESTAMPTZOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID};
+	Datum		values[10];
+	char		nulls[10];
+	int			ret;
+
+	if (plan == NULL)
+		plan = grelout_keep_plan(
+								 "INSERT INTO grelout.handler_health AS t (handler, breaker,"
+								 " consecutive_failures, opened_at, probe_at, cooldown_ms, version,"
+								 " last_success_at, last_failure_at, last_error)"
+								 " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10"
+								 " WHERE EXISTS (SELECT 1 FROM grelout.handlers h WHERE h.name = $1)"
+								 " ON CONFLICT (handler) DO UPDATE SET breaker = EXCLUDED.breaker,"
+								 " consecutive_failures = EXCLUDED.consecutive_failures,"
+								 " opened_at = EXCLUDED.opened_at, probe_at = EXCLUDED.probe_at,"
+								 " cooldown_ms = EXCLUDED.cooldown_ms, version = EXCLUDED.version,"
+								 " last_success_at = EXCLUDED.last_success_at,"
+								 " last_failure_at = EXCLUDED.last_failure_at,"
+								 " last_error = EXCLUDED.last_error"
+								 " WHERE t.version < EXCLUDED.version",
+								 10, types, 0);
+	memset(nulls, ' ', sizeof(nulls));
+	values[0] = CStringGetTextDatum(w->name);
+	values[1] = CStringGetTextDatum(breaker_names[w->breaker]);
+	values[2] = Int32GetDatum(w->consecutive_failures);
+	timestamp_arg(w->opened_at, &values[3], &nulls[3]);
+	timestamp_arg(w->probe_at, &values[4], &nulls[4]);
+	values[5] = Int64GetDatum(w->cooldown_ms);
+	values[6] = Int64GetDatum((int64) w->version);
+	timestamp_arg(w->last_success_at, &values[7], &nulls[7]);
+	timestamp_arg(w->last_failure_at, &values[8], &nulls[8]);
+	values[9] = CStringGetTextDatum(w->last_error);
+	nulls[9] = w->last_error[0] ? ' ' : 'n';
+	ret = SPI_execute_plan(plan, values, nulls, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "could not store the breaker of handler \"%s\": %s",
+			 w->name, SPI_result_code_string(ret));
+}
+
+/*
+ * health_publish_event: insert an operational event (a grelout. topic) in
+ * the caller's transaction, unless no handler but the one it is about
+ * (about, may be NULL) would receive it.  Returns whether it was stored.
+ * Routing never sends it to that handler either (route_sql_11).
+ */
+bool
+health_publish_event(const char *topic, const char *about,
+					 const char *payload_json)
+{
+	static SPIPlanPtr plan = NULL;
+	Oid			types[4] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', ' ', ' '};
+	pg_uuid_t	id;
+	int			ret;
+
+	if (plan == NULL)
+		plan = grelout_keep_plan(
+								 "INSERT INTO grelout.outbox (id, topic, payload)"
+								 " SELECT $1, $2, $3"
+								 " WHERE EXISTS (SELECT 1 FROM grelout.handlers h"
+								 "  WHERE h.name IS DISTINCT FROM $4"
+								 "   AND grelout._topic_matches(h.topic, $2)"
+								 "   AND (h.filter IS NULL OR $3 OPERATOR(pg_catalog.@>) h.filter))",
+								 4, types, 0);
+	grelout_uuid7(&id);
+	values[0] = UUIDPGetDatum(&id);
+	values[1] = CStringGetTextDatum(topic);
+	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(payload_json));
+	values[3] = about ? CStringGetTextDatum(about) : (Datum) 0;
+	nulls[3] = about ? ' ' : 'n';
+	ret = SPI_execute_plan(plan, values, nulls, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "could not publish event %s: %s", topic,
+			 SPI_result_code_string(ret));
+	return SPI_processed > 0;
+}
+
+/*
+ * grelout_handler_live: grelout._handler_live() RETURNS SETOF record, the
+ * shared state of this database's handlers that grelout.handler_status
+ * shows: breaker, failures in a row, last success, failure and error,
+ * requests in flight over all relays.
+ */
+Datum
+grelout_handler_live(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	HASH_SEQ_STATUS seq;
+	HealthEntry *e;
+	List	   *copies = NIL;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (health_hash == NULL)
+		return (Datum) 0;
+	LWLockAcquire(health_lock, LW_SHARED);
+	hash_seq_init(&seq, health_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		HealthEntry *copy;
+
+		if (e->key.dboid != MyDatabaseId)
+			continue;
+		copy = palloc(sizeof(HealthEntry));
+		SpinLockAcquire(&e->mutex);
+		memcpy(copy, e, sizeof(HealthEntry));
+		SpinLockRelease(&e->mutex);
+		copies = lappend(copies, copy);
+	}
+	LWLockRelease(health_lock);
+
+	foreach(lc, copies)
+	{
+		HealthEntry *c = lfirst(lc);
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, false};
+
+		values[0] = CStringGetTextDatum(c->key.name);
+		values[1] = CStringGetTextDatum(breaker_names[c->breaker]);
+		values[2] = Int32GetDatum(c->consecutive_failures);
+		values[3] = TimestampTzGetDatum(c->last_success_at);
+		nulls[3] = (c->last_success_at == 0);
+		values[4] = TimestampTzGetDatum(c->last_failure_at);
+		nulls[4] = (c->last_failure_at == 0);
+		values[5] = CStringGetTextDatum(c->last_error);
+		nulls[5] = (c->last_error[0] == '\0');
+		values[6] = Int32GetDatum(c->in_flight);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* text_column: a text column of a handler row, as a C string or NULL. */
+static char *
+text_column(HeapTuple tup, TupleDesc desc, const char *column)
+{
+	int			attnum = SPI_fnumber(desc, column);
+	bool		isnull;
+	Datum		d;
+
+	if (attnum <= 0)
+		return NULL;
+	d = heap_getattr(tup, attnum, desc, &isnull);
+	return isnull ? NULL : TextDatumGetCString(d);
+}
+
+/* bool_column: a boolean column of a handler row (false when NULL). */
+static bool
+bool_column(HeapTuple tup, TupleDesc desc, const char *column)
+{
+	int			attnum = SPI_fnumber(desc, column);
+	bool		isnull;
+	Datum		d;
+
+	if (attnum <= 0)
+		return false;
+	d = heap_getattr(tup, attnum, desc, &isnull);
+	return !isnull && DatumGetBool(d);
+}
+
+/* relation_owner: the owner of a table. */
+static Oid
+relation_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/* True while the relay disables a handler whose breaker stayed open. */
+bool		grelout_auto_disabling = false;
+
+/* event_json: the payload of a handler's event, as JSON text. */
+static char *
+event_json(const char *name, const char *extra)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "{\"handler\": ");
+	escape_json(&buf, name);
+	appendStringInfo(&buf, ", \"at\": ");
+	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
+	if (extra)
+		appendStringInfo(&buf, ", %s", extra);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* forget_handler: a handler deleted or renamed: its health starts anew. */
+static void
+forget_handler(const char *name)
+{
+	HealthEntry *e = health_entry(MyDatabaseId, name, false);
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+
+	if (e != NULL)
+	{
+		SpinLockAcquire(&e->mutex);
+		entry_reset(e);
+		e->version++;
+		SpinLockRelease(&e->mutex);
+	}
+	values[0] = CStringGetTextDatum(name);
+	if (SPI_execute_with_args("DELETE FROM grelout.handler_health WHERE handler = $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not forget the health of handler \"%s\"", name);
+}
+
+/* reenabled: a handler enabled again: a breaker not closed is half-open. */
+static void
+reenabled(const char *name)
+{
+	HealthEntry *e = health_entry(MyDatabaseId, name, false);
+	HealthWrite w;
+	bool		changed = false;
+
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	if (e->breaker != BREAKER_CLOSED)
+	{
+		e->breaker = BREAKER_HALF_OPEN;
+		e->probe_at = GetCurrentTimestamp();
+		e->probe_pid = 0;
+		e->disable_tried = false;
+		e->version++;
+		snapshot_locked(e, &w);
+		changed = true;
+	}
+	SpinLockRelease(&e->mutex);
+	if (changed)
+		health_store(&w);
+}
+
+/*
+ * grelout_handlers_health: the trigger AFTER UPDATE OF enabled, name OR
+ * DELETE on grelout.handlers.  A disable publishes
+ * grelout.handler.disabled (reason "breaker" when the relay disabled it,
+ * else "manual"); a re-enable leaves a breaker that was not closed
+ * half-open; a delete or rename forgets the old name's health.  Its
+ * statements run as the owner of grelout.outbox, whoever changed the
+ * handler.  The shared entry changes at once, not at commit: a change
+ * rolled back leaves at worst a probe, or a history forgotten.
+ */
+Datum
+grelout_handlers_health(PG_FUNCTION_ARGS)
+{
+	TriggerData *td = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	char	   *old_name;
+	Oid			save_userid;
+	int			save_sec;
+	Oid			owner;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(td->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("grelout._handlers_health() must be an AFTER ROW trigger")));
+	desc = RelationGetDescr(td->tg_relation);
+	old_name = text_column(td->tg_trigtuple, desc, "name");
+	if (old_name == NULL)
+		return PointerGetDatum(NULL);
+
+	owner = relation_owner(RelationGetRelid(td->tg_relation));
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	SPI_connect();
+	PG_TRY();
+	{
+		if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
+			forget_handler(old_name);
+		else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
+		{
+			HeapTuple	newtup = td->tg_newtuple;
+			char	   *new_name = text_column(newtup, desc, "name");
+			bool		was = bool_column(td->tg_trigtuple, desc, "enabled");
+			bool		now = bool_column(newtup, desc, "enabled");
+
+			if (new_name && strcmp(new_name, old_name) != 0)
+				forget_handler(old_name);
+			if (was && !now && new_name)
+			{
+				StringInfoData extra;
+
+				initStringInfo(&extra);
+				appendStringInfo(&extra, "\"reason\": \"%s\"",
+								 grelout_auto_disabling ? "breaker" : "manual");
+				if (health_publish_event("grelout.handler.disabled", new_name,
+										 event_json(new_name, extra.data)))
+					SPI_execute("SELECT grelout._wake()", false, 0);
+			}
+			else if (!was && now && new_name)
+				reenabled(new_name);
+		}
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	PG_END_TRY();
+	SPI_finish();
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * health_event_json: the payload of an event about handler name, with
+ * extra members (JSON text without braces) or NULL; for the relay.
+ */
+char *
+health_event_json(const char *name, const char *extra)
+{
+	return event_json(name, extra);
+}

@@ -1,0 +1,120 @@
+/*-------------------------------------------------------------------------
+ *
+ * health.h
+ *	  The health of each handler, shared by every relay of the server: its
+ *	  circuit breaker, its requests in flight over all relays, its request
+ *	  rate budget and its Retry-After pause, in one shared hash table keyed
+ *	  by (database, handler name).  The breaker is also stored, on its
+ *	  transitions only, in grelout.handler_health.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef GRELOUT_HEALTH_H
+#define GRELOUT_HEALTH_H
+
+#include "grelout.h"
+
+#include "nodes/pg_list.h"
+#include "storage/spin.h"
+
+/* Breaker states, as grelout.handler_health.breaker spells them. */
+#define BREAKER_CLOSED		0
+#define BREAKER_OPEN		1
+#define BREAKER_HALF_OPEN	2
+
+/* Most handlers tracked over all databases of the server. */
+#define GRELOUT_MAX_HEALTH_ENTRIES	2048
+
+typedef struct HealthKey
+{
+	Oid			dboid;
+	char		name[GRELOUT_HANDLER_NAME_MAX + 1];
+} HealthKey;
+
+/* One handler's shared state; fields after the key under mutex. */
+typedef struct HealthEntry
+{
+	HealthKey	key;
+	slock_t		mutex;
+	/* the breaker, as stored at version */
+	int			breaker;
+	int			consecutive_failures;
+	TimestampTz opened_at;		/* when the breaker opened (disable_after) */
+	TimestampTz probe_at;		/* open: when the next probe may go */
+	int64		cooldown_ms;	/* the wait before the next probe */
+	uint64		version;		/* bumped at each transition */
+	int			probe_pid;		/* the relay whose probe is out; 0: none */
+	bool		disable_tried;	/* auto-disable already ran for this opening */
+	TimestampTz last_success_at;
+	TimestampTz last_failure_at;
+	char		last_error[GRELOUT_LAST_ERROR_MAX];
+	/* limits */
+	int			in_flight;		/* requests started or reserved, all relays */
+	TimestampTz paused_until;	/* Retry-After of a 429/503 */
+	double		tokens;			/* max_per_second budget */
+	TimestampTz tokens_at;
+} HealthEntry;
+
+/* A breaker state to store, with the event to publish about it. */
+typedef struct HealthWrite
+{
+	char		name[GRELOUT_HANDLER_NAME_MAX + 1];
+	int			breaker;
+	int			consecutive_failures;
+	TimestampTz opened_at;
+	TimestampTz probe_at;
+	int64		cooldown_ms;
+	uint64		version;
+	TimestampTz last_success_at;
+	TimestampTz last_failure_at;
+	char		last_error[GRELOUT_LAST_ERROR_MAX];
+	const char *event;			/* topic of the event to publish, or NULL */
+} HealthWrite;
+
+/* What an attempt's outcome means to its handler's breaker. */
+typedef enum HealthOutcome
+{
+	HEALTH_SUCCESS,				/* 2xx */
+	HEALTH_FAILURE,				/* any other status, or no response */
+	HEALTH_NEUTRAL				/* 429/503 with Retry-After, or handed back */
+} HealthOutcome;
+
+/* What an outcome changed. */
+typedef enum HealthTransition
+{
+	HEALTH_NONE,
+	HEALTH_OPENED,				/* closed -> open: WARNING, event */
+	HEALTH_REOPENED,			/* failed probe: open again, longer cooldown */
+	HEALTH_CLOSED				/* open or half-open -> closed: LOG, event */
+} HealthTransition;
+
+extern Size health_shmem_size(void);
+extern void health_shmem_request(void);
+extern void health_shmem_init(void);
+
+extern HealthEntry *health_entry(Oid dboid, const char *name, bool create);
+extern void health_load(Oid dboid, const HealthWrite *row);
+extern int	health_reserve(HealthEntry *e, int want, int cap, int rate,
+						   TimestampTz now);
+extern void health_unreserve(HealthEntry *e, int in_flight, int tokens);
+extern int	health_gate(HealthEntry *e, int want, TimestampTz now, bool *probe,
+						TimestampTz *wake_at);
+extern void health_release_probe(HealthEntry *e);
+extern void health_add_in_flight(HealthEntry *e, int n);
+extern HealthTransition health_outcome(HealthEntry *e, HealthOutcome kind,
+									   bool probe, int64 pause_ms,
+									   const char *error, TimestampTz now,
+									   bool *hold, HealthWrite *w);
+extern List *health_restricted(Oid dboid, TimestampTz now);
+extern List *health_disable_due(Oid dboid, TimestampTz now);
+extern void health_disable_undo(Oid dboid, const char *name);
+extern void health_snapshot(HealthEntry *e, HealthWrite *w);
+
+extern bool grelout_auto_disabling;
+
+extern void health_store(const HealthWrite *w);
+extern char *health_event_json(const char *name, const char *extra);
+extern bool health_publish_event(const char *topic, const char *about,
+								 const char *payload_json);
+
+#endif							/* GRELOUT_HEALTH_H */
