@@ -728,19 +728,22 @@ class Bench:
         self.q("UPDATE grelout.handlers SET enabled = true WHERE name = %s", (name,))
         self.q('VACUUM ANALYZE grelout.outbox')
 
+    def noisy_state(self, name):
+        """the hanging handler's grelout.handler_status (breaker, consecutive
+        failures, in flight, pending, dead), or None without the view."""
+        if not self.q1("SELECT to_regclass('grelout.handler_status') IS NOT NULL"):
+            return None
+        rows = self.q("SELECT breaker, consecutive_failures, in_flight, pending, dead"
+                      " FROM grelout.handler_status WHERE handler = %s", (name,))
+        return list(rows[0]) if rows else None
+
     def noisy_end(self, name):
-        """pause (the hanging endpoint drops the requests it holds), then the
-        hanging handler's health, and its messages and itself deleted."""
+        """pause (the hanging endpoint drops the requests it holds), then
+        delete the hanging handler's messages and the handler."""
         self.pause()
-        state = None
-        if self.q1("SELECT to_regclass('grelout.handler_status') IS NOT NULL"):
-            rows = self.q("SELECT breaker, consecutive_failures, pending, dead"
-                          " FROM grelout.handler_status WHERE handler = %s", (name,))
-            state = list(rows[0]) if rows else None
         # the messages first: deleting the handler would unroute them
         self.q("DELETE FROM grelout.outbox WHERE topic = 'hang'")
         self.q("DELETE FROM grelout.handlers WHERE name = %s", (name,))
-        return state
 
     def fig8(self):
         """noisy neighbour: the figure 2 drain, and the figure 4 latency, of
@@ -793,7 +796,10 @@ class Bench:
                                                          limit=limit))
                     out['complete'][kind].append(self.drain_complete)
                     h1 = self.hang_requests()
-                    state = self.noisy_end(name) if kind != 'alone' else None
+                    state = None
+                    if kind != 'alone':
+                        state = self.noisy_state(name)
+                        self.noisy_end(name)
                     # the latency: the hanging requests already hold the slots
                     # when the probes start
                     name = 'hang-%d-%s-latency' % (run + 1, kind)
@@ -804,11 +810,18 @@ class Bench:
                         while time.time() < deadline and self.hang_requests() - h1 < min(hn, conc):
                             time.sleep(0.05)
                     h2 = self.hang_requests()
-                    r = self.latency_run('grelout', seconds, rate, allow_missing=True)
+                    seen = {}
+                    if kind != 'alone':
+                        seen['at_end'] = lambda: seen.update(state=self.noisy_state(name),
+                                                             h3=self.hang_requests())
+                    r = self.latency_run('grelout', seconds, rate, allow_missing=True,
+                                         at_end=seen.get('at_end'))
                     r['hang_before'] = h2 - h1
                     out['latency'][kind].append(r)
-                    h3 = self.hang_requests()
-                    lstate = self.noisy_end(name) if kind != 'alone' else None
+                    h3 = seen.get('h3', self.hang_requests())
+                    lstate = seen.get('state')
+                    if kind != 'alone':
+                        self.noisy_end(name)
                     out['hang_requests'][kind].append([h1 - h0, h3 - h1])
                     out['hang_state'][kind].append([state, lstate])
                     if kind != 'alone':
@@ -866,10 +879,12 @@ class Bench:
         self.load_note('fig 9 end')
 
     # -- figure 4 ------------------------------------------------------------
-    def latency_run(self, system, seconds, rate, keys=None, allow_missing=False):
+    def latency_run(self, system, seconds, rate, keys=None, allow_missing=False, at_end=None):
         """commit-to-arrival latency of seconds x rate messages, one a
         transaction; with allow_missing, a message that never arrived counts
-        as an infinite latency (and in r['missing']) instead of breaking."""
+        as an infinite latency (and in r['missing']) instead of breaking;
+        at_end is called once every message arrived (or the wait ended),
+        before the relays are paused."""
         recv, port, log_file = self.start_receiver('recv.' + system)
         url = 'http://127.0.0.1:%d/latency' % port
         worker = None
@@ -924,6 +939,8 @@ class Bench:
             if all(k in arrived for k in sent):
                 break
             time.sleep(0.2)
+        if at_end is not None:
+            at_end()
         if worker is not None:
             self.stop_child(worker)
         self.stop_child(recv)
@@ -1646,9 +1663,9 @@ def render_issue11(res, sz):
     L.append('')
     if ratios:
         L.append('The hanging endpoint: requests it received (during the drain, during the '
-                 'latency run) and its handler\'s `grelout.handler_status` after each '
-                 '(breaker, consecutive failures, pending, dead; - when the view does not '
-                 'exist):\n')
+                 'latency run) and its handler\'s `grelout.handler_status` at the end of each, '
+                 'before the relays are paused (breaker, consecutive failures, in flight, '
+                 'pending, dead; - when the view does not exist):\n')
         L.append('| kind | run | requests in the drain | requests in the latency run '
                  '| after the drain | after the latency run |')
         L.append('| --- | --- | --- | --- | --- | --- |')
