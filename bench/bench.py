@@ -14,6 +14,9 @@ up; not meant to be run by hand.  Measures, against that cluster and nginx:
   5. throughput with 1M dead and 1M delayed rows in the table
   6. the relays' resident memory after 100k and 1M deliveries
   7. fan-out to 3 handlers against figure 2's single handler
+  8. noisy neighbour: a healthy handler's drain and latency while another
+     handler's endpoint hangs past the request timeout with a large backlog,
+     against the same without it (and with the breaker off)
   9. per-key ordering: a backlog over 1,000 keys drained by an ordered
      handler against an unordered one, and the latency at 50 msgs/s
  10. grelout 1.0 (built from its commit into a copy of this PostgreSQL by
@@ -25,7 +28,9 @@ up; not meant to be run by hand.  Measures, against that cluster and nginx:
 and writes WORK/results.md.  Exits non-zero only when the benchmark breaks.
 
 Also the latency receiver, run as its own process:
-  bench.py receiver PORT_FILE LOG_FILE
+  bench.py receiver PORT_FILE LOG_FILE [HANG_SECONDS]
+(with HANG_SECONDS, figure 8's hanging endpoint: it answers each request
+that many seconds late, and SIGUSR1 drops every request it holds).
 """
 import argparse
 import asyncio
@@ -99,6 +104,7 @@ FULL = dict(
     ladder=(0.15, 0.3, 0.45, 0.6, 0.8),
     loaded_rate=5_000,
     idle_backlog=100_000,
+    hang_backlog=20_000,
 )
 QUICK = dict(
     runs=1,
@@ -118,6 +124,7 @@ QUICK = dict(
     ladder=(0.2, 0.4),
     loaded_rate=1_000,
     idle_backlog=2_000,
+    hang_backlog=500,
 )
 
 # Tuned relay settings (documented in results.md and the README).
@@ -147,6 +154,8 @@ class Bench:
         self.workers = 1
         # the queue tables a drain vacuums (figure 10's 1.0 has no fanout)
         self.queue_tables = 'grelout.outbox, grelout.fanout'
+        # called while pause() waits (figure 8: its hanging endpoint lets go)
+        self.on_pause = None
 
     # -- plumbing ----------------------------------------------------------
     def connect(self):
@@ -228,10 +237,14 @@ class Bench:
         raise Broken('expected %d relays, got %s' % (n, self.relays()))
 
     def pause(self):
-        """grelout.relay = off, and wait until every relay says so."""
+        """grelout.relay = off, and wait until every relay says so (while
+        figure 8 runs, its hanging endpoint drops the requests it holds, so
+        that a pause does not wait for their timeouts)."""
         self.set_conf(grelout__relay='off')
         deadline = time.time() + 30
         while time.time() < deadline:
+            if self.on_pause is not None:
+                self.on_pause()
             rows = self.relays()
             if rows and all(r[2].startswith('paused') and r[3] == 0 for r in rows):
                 return
@@ -434,9 +447,12 @@ class Bench:
                    % (payload_sql('g', 'mod(g, 100000)'), key, done + 1, done + k), (topic,))
             done += k
 
-    def drain(self, n, label, topic='bench', per_message=1, keys=None):
+    def drain(self, n, label, topic='bench', per_message=1, keys=None, limit=None):
         """publish n messages with the relays paused, then time their delivery
-        (per_message deliveries each: its topic's handlers); deliveries/s."""
+        (per_message deliveries each: its topic's handlers); deliveries/s.
+        With limit (seconds), a drain not done by then is cut there: the rate
+        is what was delivered in that time, and self.drain_complete False."""
+        self.drain_complete = True
         self.pause()
         self.q("DELETE FROM grelout.outbox WHERE topic = %s"
                " AND state IN ('pending', 'processing') AND available_at <= now()", (topic,))
@@ -469,9 +485,15 @@ class Bench:
             now = time.time()
             if d >= base + n:
                 break
+            if limit is not None and now - t0 > limit:
+                self.drain_complete = False
+                log('  %s: cut after %.0f s with %d of %d delivered'
+                    % (label, limit, d - base, n))
+                n = d - base
+                break
             if d != last:
                 last, last_t = d, now
-            elif now - last_t > 60:
+            elif now - last_t > 60 and limit is None:
                 raise Broken('%s: no delivery for 60 s, %d of %d delivered'
                              % (label, d - base, n))
             time.sleep(0.005)
@@ -488,13 +510,13 @@ class Bench:
                     for r in rows:
                         f.write('\t'.join(map(str, r)) + '\n')
         hz = os.sysconf('SC_CLK_TCK')
-        relay_us = (cpu1['relay'] - cpu0['relay']) * 1e6 / hz / n
-        nginx_us = (cpu1['nginx'] - cpu0['nginx']) * 1e6 / hz / n
+        relay_us = (cpu1['relay'] - cpu0['relay']) * 1e6 / hz / max(n, 1)
+        nginx_us = (cpu1['nginx'] - cpu0['nginx']) * 1e6 / hz / max(n, 1)
         self.res.setdefault('drain_cpu', []).append({'label': label, 'relay_us': relay_us,
                                                'nginx_us': nginx_us})
         left = self.q1("SELECT count(*) FROM grelout.outbox WHERE topic = %s"
                        " AND state IN ('pending', 'processing') AND available_at <= now()",
-                       (topic,))
+                       (topic,)) if self.drain_complete else 0
         after = self.relays()
         failures = sum(r[5] + r[6] for r in after) - base_retried
         got = self.nginx_requests() - ng0
@@ -659,6 +681,173 @@ class Bench:
         self.res['figures']['5'] = {'rates': rates, 'rows': rows}
         self.load_note('fig 5 end')
 
+    # -- figure 8 ------------------------------------------------------------
+    def start_receiver(self, name, hang=0.0):
+        """bench.py receiver in a process of its own (with hang: figure 8's
+        hanging endpoint); (process, port, log file)."""
+        port_file = os.path.join(self.work, name + '.port')
+        log_file = os.path.join(self.work, name + '.log')
+        for f in (port_file, log_file):
+            if os.path.exists(f):
+                os.unlink(f)
+        argv = [sys.executable, os.path.abspath(__file__), 'receiver', port_file, log_file]
+        if hang:
+            argv.append('%.3f' % hang)
+        recv = self.spawn(argv)
+        deadline = time.time() + 10
+        while not os.path.exists(port_file) or not open(port_file).read().strip():
+            if time.time() > deadline or recv.poll() is not None:
+                raise Broken('receiver %s did not start' % name)
+            time.sleep(0.05)
+        return recv, int(open(port_file).read()), log_file
+
+    def hang_requests(self):
+        """requests the hanging endpoint has received so far."""
+        with open(self.hang_log) as f:
+            return sum(1 for _ in f)
+
+    def noisy(self, name):
+        """figure 8's hanging handler `name` (topic hang) with its backlog:
+        created disabled, hang_backlog messages published and routed to it
+        with the relays on (a disabled handler is sent nothing), the relays
+        paused, then enabled: a routed backlog, all due, of a handler whose
+        breaker is closed (a new name each time: no health kept)."""
+        n = self.sz['hang_backlog']
+        self.pause()
+        self.q("INSERT INTO grelout.handlers (name, topic, url, enabled)"
+               " VALUES (%s, 'hang', %s, false)", (name, self.hang_url))
+        self.publish_backlog(n, 'hang')
+        self.set_conf(grelout__relay='on')
+        deadline = time.time() + 300
+        while self.q1("SELECT count(*) FROM grelout.outbox WHERE topic = 'hang'"
+                      " AND route = 'new'"):
+            if time.time() > deadline:
+                raise Broken('figure 8: the hanging backlog was not routed in 300 s')
+            time.sleep(0.1)
+        self.pause()
+        self.q("UPDATE grelout.handlers SET enabled = true WHERE name = %s", (name,))
+        self.q('VACUUM ANALYZE grelout.outbox')
+
+    def noisy_state(self, name):
+        """the hanging handler's grelout.handler_status (breaker, consecutive
+        failures, in flight, pending, dead), or None without the view."""
+        if not self.q1("SELECT to_regclass('grelout.handler_status') IS NOT NULL"):
+            return None
+        rows = self.q("SELECT breaker, consecutive_failures, in_flight, pending, dead"
+                      " FROM grelout.handler_status WHERE handler = %s", (name,))
+        return list(rows[0]) if rows else None
+
+    def noisy_end(self, name):
+        """pause (the hanging endpoint drops the requests it holds), then
+        delete the hanging handler's messages and the handler."""
+        self.pause()
+        # the messages first: deleting the handler would unroute them
+        self.q("DELETE FROM grelout.outbox WHERE topic = 'hang'")
+        self.q("DELETE FROM grelout.handlers WHERE name = %s", (name,))
+
+    def fig8(self):
+        """noisy neighbour: the figure 2 drain, and the figure 4 latency, of
+        a healthy handler alone, beside a handler whose endpoint hangs past
+        grelout.request_timeout with a backlog of hang_backlog messages, and
+        beside it with grelout.breaker_threshold = 0 (for information: fair
+        slots without the breaker); each run measures every kind, in an
+        order rotated run by run (default settings)."""
+        n, hn = self.sz['backlog'], self.sz['hang_backlog']
+        rate, seconds = self.sz['latency_rate'], self.sz['latency_seconds']
+        timeout_ms = int(self.q1("SELECT setting FROM pg_settings"
+                                 " WHERE name = 'grelout.request_timeout'"))
+        conc = int(self.q1('SHOW grelout.concurrency'))
+        has_breaker = bool(self.q1("SELECT count(*) FROM pg_settings"
+                                   " WHERE name = 'grelout.breaker_threshold'"))
+        kinds = ['alone', 'beside'] + (['breaker_off'] if has_breaker else [])
+        # a healthy drain not done in this time is cut there (a starved one)
+        limit = 120.0 if not self.quick else 30.0
+        hang_s = timeout_ms / 1000.0 + 5.0
+        log('figure 8: noisy neighbour, %d messages beside a hanging endpoint with %d'
+            ' (request_timeout %d ms, it answers after %.0f s)' % (n, hn, timeout_ms, hang_s))
+        self.load_note('fig 8 start')
+        out = {'messages': n, 'hang_backlog': hn, 'timeout_ms': timeout_ms, 'hang_s': hang_s,
+               'rate': rate, 'seconds': seconds, 'kinds': kinds, 'order': [],
+               'has_breaker': has_breaker, 'limit': limit, 'concurrency': conc}
+        for k in ('drain', 'complete', 'latency', 'hang_requests', 'hang_state'):
+            out[k] = {kind: [] for kind in kinds}
+        self.pause()
+        self.q("DELETE FROM grelout.outbox WHERE topic = 'hang'")
+        recv, port, self.hang_log = self.start_receiver('hang', hang_s)
+        self.hang_url = 'http://127.0.0.1:%d/hang' % port
+        self.on_pause = lambda: recv.send_signal(signal.SIGUSR1)
+        try:
+            # not counted: the cluster is warm as for the other figures
+            self.drain(max(1, n // 5), 'noisy warm-up')
+            for run in range(self.sz['runs']):
+                order = kinds[run % len(kinds):] + kinds[:run % len(kinds)]
+                out['order'].append(order)
+                for kind in order:
+                    if kind == 'breaker_off':
+                        self.set_conf(grelout__breaker_threshold=0)
+                    label = {'alone': 'healthy alone', 'beside': 'beside a hang',
+                             'breaker_off': 'beside, breaker off'}[kind]
+                    # the drain: both backlogs due from the same reload
+                    name = 'hang-%d-%s-drain' % (run + 1, kind)
+                    if kind != 'alone':
+                        self.noisy(name)
+                    h0 = self.hang_requests()
+                    out['drain'][kind].append(self.drain(n, '%s run %d' % (label, run + 1),
+                                                         limit=limit))
+                    out['complete'][kind].append(self.drain_complete)
+                    h1 = self.hang_requests()
+                    state = None
+                    if kind != 'alone':
+                        state = self.noisy_state(name)
+                        self.noisy_end(name)
+                    # the latency: the hanging requests already hold the slots
+                    # when the probes start
+                    name = 'hang-%d-%s-latency' % (run + 1, kind)
+                    if kind == 'alone':
+                        # as noisy() does: not the dead index entries of the drain
+                        self.q('VACUUM ANALYZE grelout.outbox')
+                    else:
+                        self.noisy(name)
+                        self.set_conf(grelout__relay='on')
+                        deadline = time.time() + 2.0
+                        while time.time() < deadline and self.hang_requests() - h1 < min(hn, conc):
+                            time.sleep(0.05)
+                    h2 = self.hang_requests()
+                    seen = {}
+                    if kind != 'alone':
+                        seen['at_end'] = lambda: seen.update(state=self.noisy_state(name),
+                                                             h3=self.hang_requests())
+                    r = self.latency_run('grelout', seconds, rate, allow_missing=True,
+                                         at_end=seen.get('at_end'))
+                    r['hang_before'] = h2 - h1
+                    out['latency'][kind].append(r)
+                    h3 = seen.get('h3', self.hang_requests())
+                    lstate = seen.get('state')
+                    if kind != 'alone':
+                        self.noisy_end(name)
+                    out['hang_requests'][kind].append([h1 - h0, h3 - h1])
+                    out['hang_state'][kind].append([state, lstate])
+                    if kind != 'alone':
+                        log('  hanging endpoint: %d requests during the drain, %d during the'
+                            ' latency run (%d before its probes); its health after: %s, %s'
+                            % (h1 - h0, h3 - h1, h2 - h1, state, lstate))
+                    if kind == 'breaker_off':
+                        self.pause()
+                        self.q('ALTER SYSTEM RESET grelout.breaker_threshold')
+                        self.q('SELECT pg_reload_conf()')
+        finally:
+            self.on_pause = None
+            if has_breaker:
+                self.q('ALTER SYSTEM RESET grelout.breaker_threshold')
+                self.q('SELECT pg_reload_conf()')
+            self.stop_child(recv)
+        self.pause()
+        self.q("DELETE FROM grelout.outbox WHERE topic = 'hang'")
+        self.q("DELETE FROM grelout.handlers WHERE topic = 'hang'")
+        self.q('VACUUM ANALYZE grelout.outbox')
+        self.res['figures']['8'] = out
+        self.load_note('fig 8 end')
+
     # -- figure 9 ------------------------------------------------------------
     def fig9(self):
         """per-key ordering: the same keyed backlog (1,000 keys, interleaved)
@@ -693,20 +882,13 @@ class Bench:
         self.load_note('fig 9 end')
 
     # -- figure 4 ------------------------------------------------------------
-    def latency_run(self, system, seconds, rate, keys=None):
-        port_file = os.path.join(self.work, 'recv.port')
-        log_file = os.path.join(self.work, 'recv.%s.log' % system)
-        for f in (port_file, log_file):
-            if os.path.exists(f):
-                os.unlink(f)
-        recv = self.spawn([sys.executable, os.path.abspath(__file__), 'receiver',
-                           port_file, log_file])
-        deadline = time.time() + 10
-        while not os.path.exists(port_file) or not open(port_file).read().strip():
-            if time.time() > deadline or recv.poll() is not None:
-                raise Broken('latency receiver did not start')
-            time.sleep(0.05)
-        port = int(open(port_file).read())
+    def latency_run(self, system, seconds, rate, keys=None, allow_missing=False, at_end=None):
+        """commit-to-arrival latency of seconds x rate messages, one a
+        transaction; with allow_missing, a message that never arrived counts
+        as an infinite latency (and in r['missing']) instead of breaking;
+        at_end is called once every message arrived (or the wait ended),
+        before the relays are paused."""
+        recv, port, log_file = self.start_receiver('recv.' + system)
         url = 'http://127.0.0.1:%d/latency' % port
         worker = None
         if system == 'grelout':
@@ -760,6 +942,8 @@ class Bench:
             if all(k in arrived for k in sent):
                 break
             time.sleep(0.2)
+        if at_end is not None:
+            at_end()
         if worker is not None:
             self.stop_child(worker)
         self.stop_child(recv)
@@ -767,13 +951,16 @@ class Bench:
             self.pause()
             self.q("DELETE FROM grelout.handlers WHERE topic = 'latency'")
         missing = [k for k in sent if k not in arrived]
-        if missing:
+        if missing and not allow_missing:
             raise Broken('%s latency: %d of %d messages never arrived' % (system, len(missing), n))
-        lat = sorted((arrived[k] - sent[k]) * 1000.0 for k in sent)
+        lat = sorted((arrived[k] - sent[k]) * 1000.0 if k in arrived else float('inf')
+                     for k in sent)
         r = {'n': n, 'p50': percentile(lat, 50), 'p95': percentile(lat, 95),
-             'p99': percentile(lat, 99), 'max': lat[-1], 'min': lat[0]}
-        log('  %-8s n=%d p50 %.2f ms p95 %.2f ms p99 %.2f ms max %.2f ms'
-            % (system, n, r['p50'], r['p95'], r['p99'], r['max']))
+             'p99': percentile(lat, 99), 'max': lat[-1], 'min': lat[0],
+             'missing': len(missing)}
+        log('  %-8s n=%d p50 %.2f ms p95 %.2f ms p99 %.2f ms max %.2f ms%s'
+            % (system, n, r['p50'], r['p95'], r['p99'], r['max'],
+               ', %d never arrived' % len(missing) if missing else ''))
         return r
 
     def fig4(self):
@@ -887,9 +1074,9 @@ class Bench:
         self.load_note('fig 3 end')
 
     # -- issue 14: figures 10, 11 and 12 ---------------------------------------
-    def issue14(self, fig):
-        """run an issue 14 figure; figure 3's time budget (checked against
-        the whole run's elapsed time) grows by what it took."""
+    def budgeted(self, fig):
+        """run an issue 14 (or 11) figure; figure 3's time budget (checked
+        against the whole run's elapsed time) grows by what it took."""
         t = time.time()
         fig()
         self.sz['budget_seconds'] += time.time() - t
@@ -1138,16 +1325,18 @@ class Bench:
             if '2' not in self.res['figures']:
                 self.fig2_default()
             self.fig7()
+        if want('8'):
+            self.budgeted(self.fig8)
         if want('10'):
-            self.issue14(self.fig10)
+            self.budgeted(self.fig10)
         if want('12'):
-            self.issue14(self.fig12)
+            self.budgeted(self.fig12)
         if want('9'):
             self.fig9()
         if want('4'):
             self.fig4()
         if want('11'):
-            self.issue14(self.fig11)
+            self.budgeted(self.fig11)
         if want('5'):
             self.fig5()
         if want('6'):
@@ -1408,6 +1597,126 @@ def render_issue14(res, sz):
     return L, T
 
 
+def render_issue11(res, sz):
+    """figure 8's section and the issue 11 targets table, as two lists of
+    markdown lines (both empty without figure 8)."""
+    f = res['figures']
+    if '8' not in f:
+        return [], []
+    x = f['8']
+    L, T = [], []
+    med = lambda v: stats(v)[0]
+    paired = lambda a, b: statistics.median(p / q for p, q in zip(a, b))
+    names = {'alone': 'healthy alone', 'beside': 'beside the hanging endpoint',
+             'breaker_off': 'beside it, breaker off'}
+    kinds = x['kinds']
+    L.append('## 8. Noisy neighbour\n')
+    L.append('A healthy handler beside one whose endpoint hangs: `bench.py receiver` with a '
+             'delay, which answers each request %.0f s after it came, later than '
+             '`grelout.request_timeout` (%d ms, the default), so every request to it times out '
+             '(and is held until then). Default settings (one relay, `concurrency = %d`). '
+             'Each run measures every kind, in an order rotated run by run: **alone** (no '
+             'hanging handler), **beside** it (default breaker), and beside it with '
+             '`grelout.breaker_threshold = 0` (**breaker off**, for information: what the fair '
+             'slots do without the breaker). For each kind beside, the hanging handler (a new '
+             'name each time, so its breaker starts closed) is created disabled, its backlog of '
+             '%d messages published and routed to it with the relays on (a disabled handler is '
+             'sent nothing), the relays paused and the handler enabled: a routed backlog, all '
+             'due, as a hanging endpoint accumulates; it is deleted after the measurement, '
+             'the hanging endpoint dropping what it holds so the pause does not wait for the '
+             'timeouts.\n'
+             % (x['hang_s'], x['timeout_ms'], x['concurrency'], x['hang_backlog']))
+    L.append('- **Drain**: the figure 2 drain (%d messages of topic `bench` to nginx, '
+             'published with the relays paused, timed from the reload that turns them on, '
+             'every message checked as arrived at nginx), the hanging backlog due from the '
+             'same reload (published before, so older); a drain not done in %.0f s is cut '
+             'there (starved).\n'
+             '- **Latency**: the figure 4 latency (%d msgs/s for %d s, one message a '
+             'transaction, to the latency receiver), the relays turned on with a fresh '
+             'hanging backlog up to 2 s before the probes start (until the hanging endpoint '
+             'has as many requests as the relay has slots), so the hanging requests already '
+             'hold the slots when the first probe is committed.\n'
+             % (x['messages'], x['limit'], x['rate'], x['seconds']))
+    L.append('| drain | median deliveries/s | min | max | relay CPU a delivery (median) |')
+    L.append('| --- | --- | --- | --- | --- |')
+    prefix = {'alone': 'healthy alone run', 'beside': 'beside a hang run',
+              'breaker_off': 'beside, breaker off run'}
+    for k in kinds:
+        cpu = [c['relay_us'] for c in res.get('drain_cpu', [])
+               if c['label'].startswith(prefix[k])]
+        L.append(row3(names[k], x['drain'][k]) +
+                 (' %.1f us |' % statistics.median(cpu) if cpu else ' - |'))
+    L.append('')
+    head = ' | '.join(names[k] for k in kinds)
+    ratios = [k for k in kinds if k != 'alone']
+    L.append('| run | order | %s | %s |' % (head, ' | '.join('%s / alone' % k.replace('_', ' ')
+                                                              for k in ratios)))
+    L.append('|' + ' --- |' * (2 + len(kinds) + len(ratios)))
+    for i, o in enumerate(x['order']):
+        cells = ['%.0f%s' % (x['drain'][k][i], '' if x['complete'][k][i] else ' (cut)')
+                 for k in kinds]
+        cells += ['%.2f' % (x['drain'][k][i] / x['drain']['alone'][i]) for k in ratios]
+        L.append('| %d | %s | %s |' % (i + 1, ', '.join(o), ' | '.join(cells)))
+    L.append('')
+    for k in ratios:
+        L.append('Drain ratio (%s / alone), median of the runs\' ratios: **%.2f**.\n'
+                 % (names[k], paired(x['drain'][k], x['drain']['alone'])))
+    L.append('| latency | run | n | p50 ms | p95 ms | p99 ms | max ms | never arrived '
+             '| hanging requests before the probes |')
+    L.append('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+    for k in kinds:
+        for i, r in enumerate(x['latency'][k]):
+            L.append('| %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %d | %s |'
+                     % (names[k], i + 1, r['n'], r['p50'], r['p95'], r['p99'], r['max'],
+                        r.get('missing', 0), '-' if k == 'alone' else r.get('hang_before', 0)))
+    L.append('')
+    if ratios:
+        L.append('The hanging endpoint: requests it received (during the drain, during the '
+                 'latency run) and its handler\'s `grelout.handler_status` at the end of each, '
+                 'before the relays are paused (breaker, consecutive failures, in flight, '
+                 'pending, dead; - when the view does not exist):\n')
+        L.append('| kind | run | requests in the drain | requests in the latency run '
+                 '| after the drain | after the latency run |')
+        L.append('| --- | --- | --- | --- | --- | --- |')
+        show = lambda st: '-' if st is None else ', '.join(str(v) for v in st)
+        for k in ratios:
+            for i, (a, b) in enumerate(x['hang_requests'][k]):
+                st = x['hang_state'][k][i]
+                L.append('| %s | %d | %d | %d | %s | %s |'
+                         % (names[k], i + 1, a, b, show(st[0]), show(st[1])))
+        L.append('')
+    if not x['has_breaker']:
+        L.append('Breaker off: not measured (this build has no `grelout.breaker_threshold`).\n')
+
+    def cut(k):
+        n = sum(1 for c in x['complete'][k] if not c)
+        return '' if not n else '; %d of %d drains cut after %.0f s (starved)' % (
+            n, len(x['complete'][k]), x['limit'])
+
+    def p99(k):
+        return med([r['p99'] for r in x['latency'][k]])
+    r = paired(x['drain']['beside'], x['drain']['alone'])
+    T.append(('8. noisy neighbour, drain', 'healthy deliveries/s beside an endpoint that hangs '
+              'past the timeout with a %s backlog >= 0.8 x alone' % format(x['hang_backlog'], ','),
+              '%.2f x (median of the runs\' ratios; medians %.0f against %.0f deliveries/s)%s'
+              % (r, med(x['drain']['beside']), med(x['drain']['alone']), cut('beside')),
+              'yes' if r >= 0.8 and not cut('beside') else 'no'))
+    pb = p99('beside')
+    T.append(('8. noisy neighbour, latency', 'p99 <= 10 ms at %d msgs/s beside it' % x['rate'],
+              '%.2f ms (median of runs; worst %.2f; alone %.2f)'
+              % (pb, max(r['p99'] for r in x['latency']['beside']), p99('alone')),
+              'yes' if pb <= 10 else 'no'))
+    if 'breaker_off' in kinds:
+        T.append(('8. breaker off (information)', 'the same with `grelout.breaker_threshold = 0`',
+                  'drain %.2f x alone%s; p99 %.2f ms'
+                  % (paired(x['drain']['breaker_off'], x['drain']['alone']), cut('breaker_off'),
+                     p99('breaker_off')), '-'))
+    if sz.get('hang_backlog') != 20_000 or sz.get('backlog') != 100_000:
+        T.append(('note', 'sizes of this run', 'healthy backlog %d, hanging backlog %d'
+                  % (sz.get('backlog', 0), sz.get('hang_backlog', 0)), '-'))
+    return L, T
+
+
 def render(res, sz, quick):
     L = []
     m = res['machine']
@@ -1632,6 +1941,8 @@ def render(res, sz, quick):
                         x['messages'], sz['backlog']))
         targets.append(('7. fan-out', 'deliveries/s >= 0.8 x single handler',
                         '%.2f x' % (fan / single), fan / single >= 0.8))
+    sections11, targets11 = render_issue11(res, sz)
+    L.extend(sections11)
     if '9' in f:
         x = f['9']
         unordered = stats(x['unordered'])[0]
@@ -1706,6 +2017,11 @@ def render(res, sz, quick):
     L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
     L.extend('| %s | %s | %s | %s |' % t for t in targets14)
     L.append('')
+    if targets11:
+        L.append('## Targets (issue 11)\n')
+        L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
+        L.extend('| %s | %s | %s | %s |' % t for t in targets11)
+        L.append('')
     for note in res.get('notes', []):
         L.append('Note: %s\n' % note)
     L.append('## What ran concurrently\n')
@@ -1726,9 +2042,13 @@ def render(res, sz, quick):
 # ---------------------------------------------------------------------------
 # latency receiver
 # ---------------------------------------------------------------------------
-def receiver(port_file, log_file):
-    """HTTP/1.1 keep-alive receiver: logs "webhook-id unix-time" per request, answers 204."""
+def receiver(port_file, log_file, hang=0.0):
+    """HTTP/1.1 keep-alive receiver: logs "webhook-id unix-time" per request
+    as it arrives, answers 204.  With hang (seconds), figure 8's hanging
+    endpoint: each answer comes that late, and SIGUSR1 drops (closes) every
+    connection whose request it holds."""
     out = open(log_file, 'a', buffering=1)
+    held = set()
 
     async def handle(reader, writer):
         try:
@@ -1746,16 +2066,27 @@ def receiver(port_file, log_file):
                 if length:
                     await reader.readexactly(length)
                 t = time.time()
-                writer.write(b'HTTP/1.1 204 No Content\r\n\r\n')
                 out.write('%s %.6f\n' % (wid, t))
+                if hang:
+                    task = asyncio.current_task()
+                    held.add(task)
+                    try:
+                        await asyncio.sleep(hang)
+                    finally:
+                        held.discard(task)
+                writer.write(b'HTTP/1.1 204 No Content\r\n\r\n')
                 await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
 
+    def release():
+        for task in list(held):
+            task.cancel()
+
     async def main():
-        server = await asyncio.start_server(handle, '127.0.0.1', 0)
+        server = await asyncio.start_server(handle, '127.0.0.1', 0, backlog=1024)
         port = server.sockets[0].getsockname()[1]
         with open(port_file + '.tmp', 'w') as f:
             f.write(str(port))
@@ -1764,6 +2095,7 @@ def receiver(port_file, log_file):
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGUSR1, release)
         await stop.wait()
         server.close()
 
@@ -1772,7 +2104,7 @@ def receiver(port_file, log_file):
 
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == 'receiver':
-        receiver(sys.argv[2], sys.argv[3])
+        receiver(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
         return 0
     ap = argparse.ArgumentParser()
     ap.add_argument('--mode', choices=('full', 'quick'), default='full')

@@ -18,8 +18,9 @@ The soak starts its own cluster (3 relays, a 5 s lease, fast retries) and
 its own receiver (test/receiver.py, logging every request to a JSONL file),
 publishes from several client connections a mix of committed, rolled-back,
 savepoint, prepared (committed and rolled back), deduplicated and delayed
-messages, some to an endpoint that fails for a while, and injects faults at
-seeded random times.  Then it stops injecting, lets the outbox drain and
+messages, some to an endpoint that fails for a while, some to one that hangs
+past the request timeout throughout and some to one that fails most of the
+time (issue 11: breakers), and injects faults at seeded random times.  Then it stops injecting, lets the outbox drain and
 checks what the receiver got against what the clients know they committed.
 README.md in this directory lists the invariants and what the server log may
 hold.  The exit status is 0 when every invariant holds, 1 otherwise.
@@ -75,6 +76,12 @@ TOPICS = {
     'flaky': {'path': '/flaky', 'weight': 20, 'max_attempts': 4},
     # per-key ordering (issue 12): never dead-lettered, so no key blocks
     'ordered': {'path': '/ordered', 'weight': 15, 'ordered': True, 'max_attempts': 1000},
+    # issue 11: an endpoint that hangs past the request timeout for the
+    # whole soak (its breaker holds its messages: none may go dead), and one
+    # that answers 500 most of the time (a short window of 204 now and then;
+    # 3 attempts, so some of its messages go dead)
+    'hang': {'path': '/hang', 'weight': 8},
+    'failing': {'path': '/failing', 'weight': 10, 'max_attempts': 3},
 }
 PATHS = [h['path'] for h in TOPICS.values()]
 FAIL_BODY = 'chaos: failing on purpose'
@@ -718,6 +725,9 @@ LOG_RE = re.compile(r'^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \w+ \[(\d+)\] (.*?) ?
 FAIL_RE = re.compile(r'grelout message ([0-9a-f-]{36}) of topic "[^"]*"'
                      r' (?:failed on|is dead after) attempt (\d+)')
 
+# issue 11: a breaker's WARNING when it opens, LOG when it closes
+BREAKER_RE = re.compile(r'grelout handler "([^"]*)" breaker (opened|closed)')
+
 # Lines that may appear with ERROR or FATAL, by backend type; see README.md.
 EXPECTED = [
     ('client backend', 'ERROR', re.compile(r'^division by zero')),
@@ -754,6 +764,9 @@ def scan_server_log(path, kill9_count):
                 reasons[last_fail.pop(pid)] = text
             elif sev != 'DETAIL':
                 last_fail.pop(pid, None)
+            bm = BREAKER_RE.match(text)
+            if bm and btype == 'grelout relay':
+                counts['breaker %s %s' % (bm.group(1), bm.group(2))] += 1
             sm = re.search(r'\(PID \d+\) was terminated by signal (\d+)', text)
             if sm:
                 counts['terminated by signal ' + sm.group(1)] += 1
@@ -807,6 +820,7 @@ class Soak:
         self.stop_faults = threading.Event()
         self.faults = []            # dicts: kind, t0, t1, detail
         self.flaky_windows = []
+        self.failing_windows = []   # when /failing answered 204
         self.scratch = 0
         self.clients = []
 
@@ -832,6 +846,9 @@ class Soak:
             if time.time() > deadline:
                 raise RuntimeError('the relays did not start')
             time.sleep(0.2)
+        # issue 11's bad endpoints, from the start until the end phase
+        self.receiver.set_path('/hang', 'hang')
+        self.receiver.set_path('/failing', 'fail')
 
     # -- faults
 
@@ -947,6 +964,23 @@ class Soak:
             if self.stop_faults.is_set():
                 break
 
+    def failing_loop(self):
+        """The endpoint of topic failing answers 500 most of the time: 204
+        for 2 to 4 s every 6 to 14 s (longer than the breaker's cooldown, so
+        a probe may land in it and close the breaker)."""
+        rng = random.Random(self.seed * 1000 + 3)
+        while True:
+            self.sleep(rng.uniform(6.0, 14.0))
+            if self.stop_faults.is_set():
+                break
+            t0 = time.time()
+            self.receiver.set_path('/failing', 'ok')
+            self.sleep(rng.uniform(2.0, 4.0))
+            self.receiver.set_path('/failing', 'fail')
+            self.failing_windows.append((t0, time.time()))
+            if self.stop_faults.is_set():
+                break
+
     # -- the run
 
     def run(self):
@@ -959,22 +993,28 @@ class Soak:
             c.start()
         fl = threading.Thread(target=self.flaky_loop, daemon=True)
         fl.start()
+        fa = threading.Thread(target=self.failing_loop, daemon=True)
+        fa.start()
         self.fault_loop()
         remaining = T_SOAK + self.duration - time.time()
         if remaining > 0:
             time.sleep(remaining)
         self.stop_faults.set()
         fl.join()
+        fa.join()
         say('stopping the clients')
         self.stop_clients.set()
         for c in self.clients:
             c.join(timeout=600)
-        say('restoring the receiver and the settings')
+        say('restoring the receiver (every endpoint, /hang and /failing too, answers 204)'
+            ' and the settings')
         if not self.receiver.running():
             self.receiver.start()
         self.receiver.set_global(None)
         for p in PATHS:
             self.receiver.set_path(p, 'ok')
+        self.t_recovered = time.time()
+        self.breakers_at_recovery = self.breakers()
         self.cluster.wait_ready()
         self.cluster.query('ALTER SYSTEM RESET grelout.batch_size')
         self.cluster.query('ALTER SYSTEM RESET grelout.concurrency')
@@ -994,6 +1034,16 @@ class Soak:
             time.sleep(0.5)
         self.drain_s = time.time() - t_drain
         say('drain %s after %.1f s' % ('done' if drained else 'NOT done', self.drain_s))
+        if not drained:
+            # what is left, by handler, with its breaker (the end phase
+            # recovered every endpoint: a breaker's probe must close it)
+            try:
+                self.left_pending = self.cluster.query(
+                    "SELECT handler, breaker, consecutive_failures, pending, in_flight,"
+                    " last_error FROM grelout.handler_status WHERE pending > 0 OR in_flight > 0"
+                    " ORDER BY handler")
+            except psycopg2.Error as e:
+                self.left_pending = [('?', str(e).strip().splitlines()[0])]
         # a relay restarted by the last fault is back within 10 s
         deadline = time.time() + 20
         while time.time() < deadline and len(self.cluster.relay_pids()) != WORKERS:
@@ -1001,12 +1051,24 @@ class Soak:
         time.sleep(1.0)
         return self.check(drained)
 
+    def breakers(self):
+        """handler -> (breaker, consecutive failures, pending, dead) from
+        grelout.handler_status; {} when it cannot be read."""
+        try:
+            rows = self.cluster.query("SELECT handler, breaker, consecutive_failures,"
+                                      " pending, dead FROM grelout.handler_status")
+        except psycopg2.Error:
+            return {}
+        return {r[0]: tuple(r[1:]) for r in rows}
+
     # -- the checks
 
     def check(self, drained):
         v = []                      # violations
         if not drained:
-            v.append('the outbox did not drain within %d s' % DRAIN_DEADLINE_S)
+            v.append('the outbox did not drain within %d s of every endpoint answering 204;'
+                     ' left (handler, breaker, consecutive failures, pending, in flight,'
+                     ' last error): %r' % (DRAIN_DEADLINE_S, getattr(self, 'left_pending', None)))
         committed, rolled, uncertain = {}, {}, {}
         published = 0
         ccounts = collections.Counter()
@@ -1137,8 +1199,10 @@ class Soak:
 
         # every committed message: received at least once, or dead for a reason
         fail_kinds = {f['kind'] for f in self.faults}
-        if self.flaky_windows:
+        if self.flaky_windows or self.failing_windows:
             fail_kinds.add('receiver_500')
+        if any(m.topic == 'hang' for m in committed.values()):
+            fail_kinds.add('receiver_hang')     # /hang hangs the whole soak
         lost = 0
         dead = collections.Counter()
         for mid, m in committed.items():
@@ -1159,6 +1223,13 @@ class Soak:
                 elif 'ended without an outcome' in err:
                     why = 'crash'
                 dead[m.topic] += 1
+                if m.topic == 'hang':
+                    # its endpoint never answered 2xx before the end phase:
+                    # the breaker opened after a few failures and held the
+                    # rest (a failed probe gives its attempt back), so no
+                    # message of it reaches its 25 attempts
+                    v.append('message %s of the hanging endpoint is dead after %d attempts'
+                             ' (%r): its breaker did not hold it' % (mid, row[3], err))
                 if row[3] < maxa:
                     v.append('dead message %s has %d attempts of %d' % (mid, row[3], maxa))
                 if why is None or (why not in fail_kinds and why not in ('slow', 'crash')) or \
@@ -1228,6 +1299,19 @@ class Soak:
         fk = collections.Counter(f['kind'] for f in self.faults)
         print('faults injected                   %8d   %s' % (len(self.faults), dict(fk)))
         print('  flaky endpoint windows          %8d' % len(self.flaky_windows))
+        print('  failing endpoint 204 windows    %8d' % len(self.failing_windows))
+        for path in ('/hang', '/failing'):
+            topic = handlers[path]
+            mine = [m for m in committed.values() if m.topic == topic]
+            print('%-34s%8d requests for %d committed messages: %d answered 2xx, %d dead'
+                  % ('  %s endpoint' % topic, sum(1 for lst in reqs.values() for x in lst
+                                                  if x[1] == path), len(mine),
+                     sum(1 for m in mine if any(x[3] in ('ok', 'unknown')
+                                                for x in reqs.get(m.id, []))),
+                     dead[topic]))
+        print('breakers when the endpoints recovered (breaker, consecutive failures, pending,'
+              ' dead): %s' % getattr(self, 'breakers_at_recovery', {}))
+        print('breakers after the drain: %s' % self.breakers())
         print('time to drain                     %8.1f s' % self.drain_s)
         print('client transactions               %s' % dict(
             (k, n) for k, n in sorted(ccounts.items()) if not k.startswith(('action', 'checked'))))
