@@ -129,7 +129,7 @@ for my $db ('app_custom', 'app_plain')
 		AND indexname IN ('outbox_claim_idx', 'outbox_dedup_key_idx', 'fanout_claim_idx',
 			'outbox_route_idx', 'outbox_waiting_idx')}), '5', "$db: claim, routing and dedup indexes exist");
 	is($node->safe_psql($db, q{SELECT count(*) FROM pg_trigger WHERE tgrelid = 'grelout.handlers'::regclass
-		AND NOT tgisinternal}), '5', "$db: the handlers' triggers exist");
+		AND NOT tgisinternal}), '6', "$db: the handlers' triggers exist (validate, reroute x2, forget x2, health)");
 	my ($rc, $out, $err) = $node->psql($db,
 		q{INSERT INTO grelout.handlers (topic, url) VALUES ('bad', 'file:///etc/passwd')});
 	like($err, qr/handler url must start with http/, "$db: handlers are still validated");
