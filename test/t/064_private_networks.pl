@@ -16,6 +16,8 @@ my $recv = start_receiver();
 my $rp = $recv->port;
 my $node = grelout_node('private',
 	"grelout.block_private_networks = on",
+	# refused endpoints are to go dead after their attempts, not wait behind a breaker
+	"grelout.breaker_threshold = 0",
 	"grelout.retry_base = '50ms'",
 	"grelout.retry_max = '200ms'",
 	"grelout.retry_jitter = 0");

@@ -135,7 +135,9 @@ for my $i (1 .. $#order)
 	$after_500 = 1 if $order[$i - 1] == $ra[1];
 }
 ok($after_timeout, 'a request of b followed the request of a that timed out');
-ok($after_500, 'a request of b followed the request of a answered 500');
+# (since issue 11 a handler with nothing in flight may get a request beside
+# a slow one, so b need not wait for a's 500: only the timeout case is kept)
+note("a request of b followed a's 500: $after_500");
 
 # ---- a's URL (no credentials now) and secret change: the next requests use them
 my $url_a2 = $recv->url('/a2');
