@@ -96,6 +96,22 @@
  * endpoint's requests are often all finished when the claim runs).
  */
 #define BUSY_AFTER_MS			100
+/*
+ * With no slot free, routing ahead (routing new messages to find a handler
+ * with nothing in flight behind them) is worth its second write only while
+ * the slots are stuck: no request has finished for this long.  While
+ * requests keep finishing, each settle routes the next messages in order
+ * anyway, and routing ahead would only write twice the deliveries of the
+ * handlers holding the slots.
+ */
+#define STUCK_AFTER_MS			20
+/*
+ * The next due time is read from the claim indexes at most this often;
+ * in between, the relay wakes by this time to read it again.  A busy relay
+ * would otherwise read it at every cycle whose claim was not full, and the
+ * read walks the index entries of every lease of the last lease_duration.
+ */
+#define NEXT_DUE_EVERY_MS		50
 /* Retention purge: rows a batch, and pause when nothing is left. */
 #define PURGE_BATCH				500
 #define PURGE_IDLE_MS			10000
@@ -150,6 +166,11 @@ typedef struct RelayState
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
 	MonoTime	next_claim_at;	/* next due message, or the poll */
 	MonoTime	claim_overdue_at;	/* run the claim statement by then */
+	MonoTime	last_finish_at; /* a request last finished then */
+	bool		ahead_useful;	/* the last extra claim took a delivery */
+	bool		woken;			/* the latch was set since the last claim */
+	MonoTime	next_due_read_at;	/* store_next_due_ms last read then */
+	MonoTime	next_due_at;	/* what it said: 0 nothing due, or the time */
 	bool		extension_ready;
 	bool		extension_reported; /* to the launcher, once */
 	bool		looked;			/* a cycle has committed since the start */
@@ -1135,6 +1156,58 @@ health_step(RelayState *st)
 }
 
 /*
+ * route_ahead: with no slot free, whether to route a batch of new messages
+ * ahead of the claim: while the slots are stuck (no request has finished
+ * for STUCK_AFTER_MS: an endpoint that hangs may hold them all, and a
+ * handler with nothing in flight may have messages behind its backlog),
+ * after a wake-up (a publisher's commit: its messages may be such work), or
+ * while routing ahead goes on finding work for such handlers.
+ */
+static bool
+route_ahead(RelayState *st)
+{
+	return st->woken || st->ahead_useful ||
+		now_ts() - st->last_finish_at >= STUCK_AFTER_MS * INT64CONST(1000);
+}
+
+/*
+ * next_due: when the next delivery or lease comes due (0: nothing is
+ * scheduled), on the monotonic clock.  Read from the store at most every
+ * NEXT_DUE_EVERY_MS; in between, the time read last or, when that is
+ * later, the time to read it again, so that a due time this relay cannot
+ * know of (another relay's retry, a delayed message routed here) is seen
+ * at most that late.  The retries this cycle settles are its own to know.
+ */
+static MonoTime
+next_due(RelayState *st)
+{
+	MonoTime	now = now_ts();
+	MonoTime	due;
+
+	if (st->next_due_read_at == 0 ||
+		now - st->next_due_read_at >= NEXT_DUE_EVERY_MS * INT64CONST(1000) ||
+		(st->next_due_at > 0 && st->next_due_at <= now))
+	{
+		int64		ms = store_next_due_ms(st->schema);
+
+		st->next_due_read_at = now;
+		st->next_due_at = (ms >= 0) ? now + ms * 1000 : 0;
+		return st->next_due_at;
+	}
+	due = st->next_due_read_at + NEXT_DUE_EVERY_MS * INT64CONST(1000);
+	if (st->next_due_at > 0 && st->next_due_at < due)
+		due = st->next_due_at;
+	for (int i = 0; i < st->nsettles; i++)
+	{
+		const SettleItem *it = &st->settles[i];
+
+		if (it->state == SETTLE_RETRY && now + it->delay_ms * 1000 < due)
+			due = now + it->delay_ms * 1000;
+	}
+	return due;
+}
+
+/*
  * claim_step: route new messages, claim up to limit deliveries and build
  * their requests, to be started once the claim commits; then schedule the
  * next claim.  When routing left new messages for want of slots, the
@@ -1155,6 +1228,7 @@ claim_step(RelayState *st, int limit, bool extra)
 	int64		lease;
 	uint64		nrows = 0;
 	int			claimed = 0;
+	bool		ahead;
 	bool		routed_full;
 	bool		routed_cut;
 	bool		route_blocked;
@@ -1180,14 +1254,21 @@ claim_step(RelayState *st, int limit, bool extra)
 
 	/*
 	 * With no slot free (extra), routing claims nothing and routes a whole
-	 * batch; the claim then takes one delivery of each handler with none in
-	 * flight.
+	 * batch ahead, when that may find a handler with nothing in flight
+	 * (route_ahead); the claim then takes one delivery of each handler with
+	 * none in flight.
 	 */
-	claimed += route_step(st, extra ? grelout_batch_size : limit,
-						  extra ? 0 : limit - claimed, lease, restricted,
-						  &routed_full, &routed_cut, &route_blocked);
+	ahead = !extra || route_ahead(st);
+	st->woken = false;
+	routed_full = routed_cut = route_blocked = false;
+	if (ahead)
+		claimed += route_step(st, extra ? grelout_batch_size : limit,
+							  extra ? 0 : limit - claimed, lease, restricted,
+							  &routed_full, &routed_cut, &route_blocked);
 	if (claimed < limit && !routed_cut && nrows == 0)
 		claimed += (int) claim_rows(st, limit - claimed, lease, &cl, &fanout_dead);
+	if (extra)
+		st->ahead_useful = (claimed > 0);
 	publish_claim_dead(st);
 	/* a fan-out delivery dead-lettered here may have been its message's last */
 	if (fanout_dead != NIL)
@@ -1203,11 +1284,15 @@ claim_step(RelayState *st, int limit, bool extra)
 	st->next_claim_at = ms_after(grelout_poll_interval);
 	if (!st->claim_wanted && !routed_cut)
 	{
-		int64		due = store_next_due_ms(st->schema);
+		MonoTime	due = next_due(st);
 
-		if (due >= 0 && due < grelout_poll_interval)
-			st->next_claim_at = ms_after(due);
+		if (due > 0)
+			st->next_claim_at = Min(st->next_claim_at, due);
 	}
+	/* the slots may get stuck: then come back to route ahead */
+	if (extra && !ahead)
+		st->next_claim_at = Min(st->next_claim_at,
+								st->last_finish_at + STUCK_AFTER_MS * INT64CONST(1000));
 	/* new messages wait for a handler change to commit: come back soon */
 	if (route_blocked)
 		st->next_claim_at = Min(st->next_claim_at, ms_after(ROUTE_RETRY_MS));
@@ -1527,6 +1612,7 @@ collect_finished(RelayState *st)
 
 		dlist_delete(&job->in_flight);
 		finish_job(st, job);
+		st->last_finish_at = now_ts();
 	}
 }
 
@@ -1723,6 +1809,7 @@ wait_for_work(RelayState *st)
 		{
 			ResetLatch(MyLatch);
 			st->claim_wanted = true;
+			st->woken = true;
 		}
 	}
 }
