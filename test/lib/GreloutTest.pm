@@ -14,13 +14,14 @@ use Exporter 'import';
 use File::Basename qw(dirname);
 use HTTP::Tiny;
 use JSON::PP;
+use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(grelout_node start_receiver wait_until psql_ok);
 # Imported on request only, so that they clash with nothing in other tests.
-our @EXPORT_OK = qw(relay_pids set_conf log_offset log_since);
+our @EXPORT_OK = qw(relay_pids set_conf log_offset log_since new_secret);
 
 my $src = $ENV{GRELOUT_SRC} // dirname(__FILE__) . '/../..';
 
@@ -104,6 +105,16 @@ sub log_since
 {
 	my ($node, $offset) = @_;
 	return PostgreSQL::Test::Utils::slurp_file($node->logfile, $offset // 0);
+}
+
+# new_secret(N): a webhook secret, "whsec_" + base64 of N random bytes.
+sub new_secret
+{
+	my ($n) = @_;
+	open(my $fh, '<:raw', '/dev/urandom') or die "/dev/urandom: $!";
+	read($fh, my $raw, $n) == $n or die "short read of /dev/urandom";
+	close $fh;
+	return 'whsec_' . encode_base64($raw, '');
 }
 
 # start_receiver(): a receiver object; see GreloutTest::Receiver below.

@@ -8,10 +8,9 @@ use warnings;
 use File::Basename qw(dirname);
 use IPC::Run qw(run);
 use JSON::PP;
-use MIME::Base64 qw(encode_base64);
 use PostgreSQL::Test::Utils;
 use Test::More;
-use GreloutTest;
+use GreloutTest qw(:DEFAULT new_secret);
 
 my $src = $ENV{GRELOUT_SRC} // dirname(__FILE__) . '/../..';
 my $webhooks = "$src/test/webhooks";
@@ -28,16 +27,6 @@ sub npm_ready
 	  init => sub { chdir $webhooks or die "chdir $webhooks: $!" };
 	diag("npm ci failed:\n$out$err") unless $ok;
 	return $ok;
-}
-
-# new_secret: "whsec_" + base64 of N random bytes.
-sub new_secret
-{
-	my ($n) = @_;
-	open(my $fh, '<:raw', '/dev/urandom') or die;
-	read($fh, my $raw, $n) == $n or die;
-	close $fh;
-	return 'whsec_' . encode_base64($raw, '');
 }
 
 # verify(REQUESTS, SECRET, [PREVIOUS]): run verify.js; returns (exit code, output).
