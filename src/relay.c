@@ -104,7 +104,7 @@
  * anyway, and routing ahead would only write twice the deliveries of the
  * handlers holding the slots.
  */
-#define STUCK_AFTER_MS			20
+#define STUCK_AFTER_MS			50
 /*
  * The next due time is read from the claim indexes at most this often;
  * in between, the relay wakes by this time to read it again.  A busy relay
