@@ -775,9 +775,8 @@ list_handler(RelayState *st, LocalHandler *lh, int lim)
 }
 
 /*
- * plan_claim: how many deliveries of each handler the claim may take (1.1),
- * into *cl (the claim's limits) and *restricted (the handlers routing must
- * not claim: the claim, under the limits, takes theirs).
+ * plan_claim: how many deliveries of each handler the cycle's routing and
+ * claim may take (1.1), into *cl.
  *
  *	- Fair share: a handler busy here (requests in flight, or a moment ago)
  *	  gets at most concurrency / (busy handlers) in flight; the claim hands
@@ -793,8 +792,7 @@ list_handler(RelayState *st, LocalHandler *lh, int lim)
  *	  back after it (plan_finish) as far as unused.
  */
 static void
-plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl,
-		   Datum *restricted)
+plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	MonoTime	mono = now_ts();
@@ -892,7 +890,30 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl,
 	cl->default_lim = extra ? 1 : limit;
 	cl->names = store_text_array(names);
 	cl->lims = store_int_array(lims, n);
-	*restricted = cl->names;
+}
+
+/*
+ * plan_remaining: the limits of the handlers listed in the claim plan, less
+ * what this cycle's statements have claimed of them so far, for the next
+ * statement of the cycle (routing and the claim both take deliveries).
+ */
+static void
+plan_remaining(RelayState *st, ClaimLimits *cl)
+{
+	ListCell   *lc;
+	int		   *lims;
+	int			n = 0;
+
+	if (st->schema != STORE_SCHEMA_1_1)
+		return;
+	lims = palloc(sizeof(int) * Max(list_length(st->planned), 1));
+	foreach(lc, st->planned)
+	{
+		LocalHandler *lh = lfirst(lc);
+
+		lims[n++] = Max(lh->lim - lh->claimed, 0);
+	}
+	cl->lims = store_int_array(lims, n);
 }
 
 /*
@@ -979,7 +1000,7 @@ flush_if_ordered(RelayState *st)
  */
 static int
 route_step(RelayState *st, int limit, int claim_limit, int64 lease,
-		   Datum restricted, bool *full, bool *cut, bool *blocked)
+		   const ClaimLimits *cl, bool *full, bool *cut, bool *blocked)
 {
 	uint64		nrows;
 	uint64		routed = 0;
@@ -988,7 +1009,7 @@ route_step(RelayState *st, int limit, int claim_limit, int64 lease,
 
 	tt = store_route(st->schema, limit, claim_limit,
 					 Min(grelout_batch_size, grelout_concurrency),
-					 grelout_lease_duration, lease, restricted, &nrows, blocked);
+					 grelout_lease_duration, lease, cl, &nrows, blocked);
 	*cut = false;
 	for (uint64 i = 0; i < nrows; i++)
 	{
@@ -1234,16 +1255,15 @@ claim_step(RelayState *st, int limit, bool extra)
 	bool		route_blocked;
 	List	   *fanout_dead = NIL;
 	ClaimLimits cl;
-	Datum		restricted;
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
 	if (st->schema == STORE_SCHEMA_1_1)
-		plan_claim(st, limit, extra, &cl, &restricted);
+		plan_claim(st, limit, extra, &cl);
 	else
 	{
 		cl.default_lim = limit;
-		cl.names = restricted = store_text_array(NIL);
+		cl.names = store_text_array(NIL);
 		cl.lims = store_int_array(NULL, 0);
 	}
 	if (now_ts() >= st->claim_overdue_at && st->schema == STORE_SCHEMA_1_1 &&
@@ -1262,11 +1282,17 @@ claim_step(RelayState *st, int limit, bool extra)
 	st->woken = false;
 	routed_full = routed_cut = route_blocked = false;
 	if (ahead)
+	{
+		plan_remaining(st, &cl);
 		claimed += route_step(st, extra ? grelout_batch_size : limit,
-							  extra ? 0 : limit - claimed, lease, restricted,
+							  extra ? 0 : limit - claimed, lease, &cl,
 							  &routed_full, &routed_cut, &route_blocked);
+	}
 	if (claimed < limit && !routed_cut && nrows == 0)
+	{
+		plan_remaining(st, &cl);
 		claimed += (int) claim_rows(st, limit - claimed, lease, &cl, &fanout_dead);
+	}
 	if (extra)
 		st->ahead_useful = (claimed > 0);
 	publish_claim_dead(st);
@@ -1335,6 +1361,7 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 		forget_settles(st);
 		return false;
 	}
+	store_lock_outbox();
 	if (st->nsettles > 0)
 		store_settle(st->schema, st->settles, st->nsettles,
 					 grelout_keep_mode != GRELOUT_KEEP_OFF);

@@ -27,8 +27,10 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
+#include "storage/lmgr.h"
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/array.h"
@@ -157,7 +159,10 @@ static const char *release_sql =
  * a vacuum).  Only when $2 is as many as a claim can ever take ($6) is
  * the first message routed whatever it needs, its deliveries beyond $2
  * inserted pending: one that matches more handlers than that would
- * otherwise never be routed.  Every routed message comes back as a row (fanout false,
+ * otherwise never be routed.  The handlers the claim limits (fair share,
+ * breaker, caps: $7 names, $8 limits, as for the claim) get no more than
+ * their limit claimed here, the oldest first; their deliveries beyond it
+ * are routed pending, for a later claim.  Every routed message comes back as a row (fanout false,
  * "claimed" saying whether its inline delivery was claimed), and every
  * claimed fan-out row as a row of its own (fanout and claimed true), with
  * the claim's columns; the last column, "cut", says that new messages
@@ -183,16 +188,21 @@ static const char *route_sql_11 =
 " SELECT s.id, nextval('grelout.route_seq') AS seq"
 " FROM (SELECT n.id FROM n WHERE n.key IS NOT NULL ORDER BY n.id) s),"
 " m AS MATERIALIZED ("
-" SELECT n.id, h.name,"
+" SELECT p.id, p.name,"
+"  p.eligible AND row_number() OVER ("
+"   PARTITION BY p.name, p.eligible ORDER BY p.id) <= p.lim AS claimable,"
+"  p.url, p.headers, p.secret, p.previous_secret, p.timeout, p.max_attempts"
+" FROM (SELECT n.id, h.name,"
 "  h.enabled AND n.state = 'pending' AND n.available_at <= now()"
-"   AND NOT (h.ordered AND n.key IS NOT NULL)"
-"   AND $2 > 0 AND h.name <> ALL ($7::text[]) AS claimable,"
+"   AND NOT (h.ordered AND n.key IS NOT NULL) AND $2 > 0 AS eligible,"
+"  coalesce(l.lim, $2) AS lim,"
 "  h.url, h.headers, h.secret, h.previous_secret, h.timeout, h.max_attempts"
 " FROM n JOIN grelout.handlers h"
 "  ON grelout._topic_matches(h.topic, n.topic)"
 "  AND (h.filter IS NULL OR n.payload @> h.filter)"
 "  AND NOT (left(n.topic, 8) = 'grelout.'"
-"   AND h.name = n.payload ->> 'handler')),"
+"   AND h.name = n.payload ->> 'handler')"
+"  LEFT JOIN unnest($7::text[], $8::int4[]) AS l(name, lim) ON l.name = h.name) p),"
 " k AS MATERIALIZED ("
 " SELECT n.id, n.key, q.seq, n.state, n.available_at, n.created_at,"
 "  count(m.name) AS matches, min(m.name) AS handler,"
@@ -209,10 +219,8 @@ static const char *route_sql_11 =
 "  h.secret, h.previous_secret, h.timeout, h.max_attempts,"
 "  h.name IS NOT NULL AS claimed,"
 "  kr.matches > 1 AND kr.claimable > 0 AND kr.before < $2 AS fan_claimed"
-" FROM kr LEFT JOIN grelout.handlers h ON h.name = kr.handler AND h.enabled"
-"  AND kr.matches = 1 AND kr.state = 'pending' AND kr.available_at <= now()"
-"  AND NOT (h.ordered AND kr.key IS NOT NULL)"
-"  AND $2 > 0 AND h.name <> ALL ($7::text[])),"
+" FROM kr LEFT JOIN grelout.handlers h ON h.name = kr.handler"
+"  AND kr.matches = 1 AND kr.claimable = 1),"
 " d AS MATERIALIZED ("
 " SELECT m.*, kr.available_at AS due, kr.created_at, kr.key, kr.seq,"
 "  m.claimable AND kr.before + row_number() OVER ("
@@ -609,6 +617,27 @@ store_schema(void)
 }
 
 /*
+ * store_lock_outbox: lock grelout.outbox for the cycle's writes, first of
+ * the extension's tables, so that a cycle takes its locks in one order
+ * whatever its statements: the outbox, then the handlers and the fan-out
+ * rows.  Without it a cycle with nothing to settle read the handlers
+ * (plan_claim) before routing locked the outbox, and a concurrent
+ * "TRUNCATE grelout.outbox, grelout.handlers" could deadlock with it.
+ */
+void
+store_lock_outbox(void)
+{
+	Oid			nsp = get_namespace_oid("grelout", false);
+	Oid			rel = get_relname_relid("outbox", nsp);
+
+	if (!OidIsValid(rel))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table grelout.outbox does not exist")));
+	LockRelationOid(rel, RowExclusiveLock);
+}
+
+/*
  * store_route: route up to limit new messages (1.1; nothing on 1.0),
  * claiming at most claim_limit of their deliveries that are due to enabled
  * handlers, and routing no message whose deliveries no longer fit unless
@@ -642,12 +671,12 @@ store_schema(void)
  */
 SPITupleTable *
 store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
-			int lease_ms, int64 lease_token, Datum restricted, uint64 *nrows,
-			bool *blocked)
+			int lease_ms, int64 lease_token, const ClaimLimits *lims,
+			uint64 *nrows, bool *blocked)
 {
-	Oid			types[7] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID,
-	TEXTARRAYOID};
-	Datum		values[7];
+	Oid			types[8] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID,
+	TEXTARRAYOID, INT4ARRAYOID};
+	Datum		values[8];
 	int			ret;
 
 	*nrows = 0;
@@ -665,14 +694,15 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		*blocked = true;
 		return NULL;
 	}
-	prepare_once(&route_plan_11, route_sql_11, 7, types);
+	prepare_once(&route_plan_11, route_sql_11, 8, types);
 	values[0] = Int32GetDatum(limit);
 	values[1] = Int32GetDatum(claim_limit);
 	values[2] = Float8GetDatum((double) lease_ms);
 	values[3] = Int64GetDatum(lease_token);
 	values[4] = Int32GetDatum(grelout_max_attempts);
 	values[5] = Int32GetDatum(claim_max);
-	values[6] = restricted;
+	values[6] = lims->names;
+	values[7] = lims->lims;
 	ret = SPI_execute_plan(route_plan_11, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));

@@ -114,9 +114,11 @@ typedef struct SettleItem
 } SettleItem;
 
 extern StoreSchema store_schema(void);
+extern void store_lock_outbox(void);
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int claim_max, int lease_ms, int64 lease_token,
-								  Datum restricted, uint64 *nrows, bool *blocked);
+								  const ClaimLimits *lims, uint64 *nrows,
+								  bool *blocked);
 extern bool store_any_ordered_handler(void);
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,
