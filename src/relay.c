@@ -775,6 +775,30 @@ list_handler(RelayState *st, LocalHandler *lh, int lim)
 }
 
 /*
+ * plan_remaining: the limits of the handlers listed in the claim plan, less
+ * what this cycle's statements have claimed of them so far, for the next
+ * statement of the cycle (routing and the claim both take deliveries).
+ */
+static void
+plan_remaining(RelayState *st, ClaimLimits *cl)
+{
+	ListCell   *lc;
+	int		   *lims;
+	int			n = 0;
+
+	if (st->schema != STORE_SCHEMA_1_1)
+		return;
+	lims = palloc(sizeof(int) * Max(list_length(st->planned), 1));
+	foreach(lc, st->planned)
+	{
+		LocalHandler *lh = lfirst(lc);
+
+		lims[n++] = Max(lh->lim - lh->claimed, 0);
+	}
+	cl->lims = store_int_array(lims, n);
+}
+
+/*
  * plan_claim: how many deliveries of each handler the cycle's routing and
  * claim may take (1.1), into *cl.
  *
@@ -801,10 +825,8 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 	List	   *names = NIL;
 	List	   *caps;
 	ListCell   *lc;
-	int		   *lims;
 	int			busy = 0;
 	int			share;
-	int			n = 0;
 
 	st->planned = NIL;
 	st->health_wake_at = 0;
@@ -880,40 +902,11 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 			list_handler(st, lh, lh->want);
 	}
 
-	lims = palloc(sizeof(int) * Max(list_length(st->planned), 1));
 	foreach(lc, st->planned)
-	{
-		lh = lfirst(lc);
-		names = lappend(names, lh->name);
-		lims[n++] = lh->lim;
-	}
+		names = lappend(names, ((LocalHandler *) lfirst(lc))->name);
 	cl->default_lim = extra ? 1 : limit;
 	cl->names = store_text_array(names);
-	cl->lims = store_int_array(lims, n);
-}
-
-/*
- * plan_remaining: the limits of the handlers listed in the claim plan, less
- * what this cycle's statements have claimed of them so far, for the next
- * statement of the cycle (routing and the claim both take deliveries).
- */
-static void
-plan_remaining(RelayState *st, ClaimLimits *cl)
-{
-	ListCell   *lc;
-	int		   *lims;
-	int			n = 0;
-
-	if (st->schema != STORE_SCHEMA_1_1)
-		return;
-	lims = palloc(sizeof(int) * Max(list_length(st->planned), 1));
-	foreach(lc, st->planned)
-	{
-		LocalHandler *lh = lfirst(lc);
-
-		lims[n++] = Max(lh->lim - lh->claimed, 0);
-	}
-	cl->lims = store_int_array(lims, n);
+	plan_remaining(st, cl);
 }
 
 /*
