@@ -97,6 +97,17 @@
  */
 #define BUSY_AFTER_MS			100
 /*
+ * While several handlers are busy, a handler's requests in flight are
+ * earned by answers (like TCP's slow start): its window opens by one for
+ * each request its endpoint answered (any status) and halves, down to
+ * concurrency / WINDOW_FLOOR_DIV (at least one), for each request that got
+ * no answer (a timeout, a refused or failed connection).  The slots a
+ * handler's window leaves of its fair share go to the others.  So an
+ * endpoint that hangs holds a tenth of the slots, not its half, while a
+ * slow one that answers earns its whole share within a few round trips.
+ */
+#define WINDOW_FLOOR_DIV		10
+/*
  * With no slot free, routing ahead (routing new messages to find a handler
  * with nothing in flight behind them) is worth its second write only while
  * the slots are stuck: no request has finished for this long.  While
@@ -130,8 +141,11 @@ typedef struct LocalHandler
 	int			in_flight;		/* this relay's requests to it */
 	int			counted;		/* of them, counted in entry->in_flight */
 	MonoTime	busy_until;		/* busy for the fair share until then */
+	int			window;			/* requests earned by answers (WINDOW_*) */
+	int			cap;			/* the fair share this claim (plan_claim) */
 	/* the current claim's plan */
 	int			want;			/* the fair share of the free slots */
+	bool		gated;			/* breaker not closed, or paused */
 	bool		listed;			/* limited to lim in this claim */
 	int			lim;
 	int			reserved;		/* slots reserved in entry (caps) */
@@ -527,16 +541,32 @@ job_started(WebhookJob *job)
 	}
 }
 
-/* job_finished: a request is over; not in flight any more. */
+/* window_floor: the least a handler's window can be (WINDOW_FLOOR_DIV). */
+static int
+window_floor(void)
+{
+	return Max(1, grelout_concurrency / WINDOW_FLOOR_DIV);
+}
+
+/*
+ * job_finished: a request is over; not in flight any more.  An answer
+ * opens its handler's window, no answer halves it.
+ */
 static void
 job_finished(WebhookJob *job)
 {
 	LocalHandler *lh = job->local;
+	int			window;
 
 	if (lh == NULL)
 		return;
 	lh->in_flight = Max(lh->in_flight - 1, 0);
 	lh->busy_until = now_ts() + BUSY_AFTER_MS * 1000;
+	window = Max(lh->window, window_floor());
+	if (responded(&job->req))
+		lh->window = Min(window + 1, grelout_concurrency);
+	else
+		lh->window = Max(window / 2, window_floor());
 	if (job->counted && lh->entry != NULL)
 	{
 		health_add_in_flight(lh->entry, -1);
@@ -799,12 +829,63 @@ plan_remaining(RelayState *st, ClaimLimits *cl)
 }
 
 /*
+ * share_slots: the fair share (cap) of each of the busy handlers (cap 0
+ * on entry; the others have -1): the relay's slots divided equally, where
+ * several are busy a handler's share bounded by its window and what that
+ * leaves given to the others in equal parts (water filling: a pass fixes
+ * every handler whose window is below the equal share of the slots left,
+ * until none is).  One busy handler gets every slot.
+ */
+static void
+share_slots(RelayState *st, int busy)
+{
+	HASH_SEQ_STATUS seq;
+	LocalHandler *lh;
+	int			slots = grelout_concurrency;
+	int			open = busy;
+	bool		fixed = true;
+
+	while (fixed && open > 0)
+	{
+		int			share = (slots + open - 1) / open;
+
+		fixed = false;
+		hash_seq_init(&seq, st->handlers);
+		while ((lh = hash_seq_search(&seq)) != NULL)
+		{
+			int			window = Max(lh->window, window_floor());
+
+			if (lh->cap != 0)
+				continue;
+			if (busy > 1 && window < share)
+			{
+				lh->cap = window;
+				slots -= window;
+				open--;
+				fixed = true;
+			}
+		}
+		if (!fixed)
+		{
+			hash_seq_init(&seq, st->handlers);
+			while ((lh = hash_seq_search(&seq)) != NULL)
+			{
+				if (lh->cap == 0)
+					lh->cap = share;
+			}
+		}
+	}
+}
+
+/*
  * plan_claim: how many deliveries of each handler the cycle's routing and
  * claim may take (1.1), into *cl.
  *
  *	- Fair share: a handler busy here (requests in flight, or a moment ago)
- *	  gets at most concurrency / (busy handlers) in flight; the claim hands
- *	  out the free slots round robin over the handlers with due work.  When
+ *	  gets at most concurrency / (busy handlers) in flight, bounded by its
+ *	  window while others are busy too (share_slots), and a handler not
+ *	  busy beside busy ones at most its window; the claim hands out the
+ *	  free slots round robin over the handlers with due work.  When
  *	  no slot is free (extra), a handler with nothing in flight here still
  *	  gets one request, so a bad endpoint holding every slot delays nobody
  *	  (in flight stays at most concurrency plus one per such handler,
@@ -824,37 +905,56 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 	LocalHandler *lh;
 	List	   *names = NIL;
 	List	   *caps;
+	List	   *gated;
 	ListCell   *lc;
 	int			busy = 0;
-	int			share;
 
 	st->planned = NIL;
 	st->health_wake_at = 0;
 
-	/* the fair share of the busy handlers */
 	hash_seq_init(&seq, st->handlers);
 	while ((lh = hash_seq_search(&seq)) != NULL)
 	{
 		lh->listed = false;
+		lh->gated = false;
 		lh->reserved = lh->tokens = lh->claimed = 0;
 		lh->probe = false;
-		if (lh->in_flight > 0 || lh->busy_until > mono)
-			busy++;
 	}
-	share = (grelout_concurrency + Max(busy, 1) - 1) / Max(busy, 1);
+	gated = health_restricted(MyDatabaseId, now);
+	foreach(lc, gated)
+		local_handler(st, (char *) lfirst(lc))->gated = true;
+
+	/*
+	 * The fair share of the busy handlers.  A handler whose breaker is not
+	 * closed, or that is paused, takes a probe at most: it is not counted,
+	 * so the others share the slots its requests in flight leave free.
+	 */
+	hash_seq_init(&seq, st->handlers);
+	while ((lh = hash_seq_search(&seq)) != NULL)
+	{
+		lh->cap = -1;
+		if (!lh->gated && (lh->in_flight > 0 || lh->busy_until > mono))
+		{
+			lh->cap = 0;
+			busy++;
+		}
+	}
+	share_slots(st, busy);
 	hash_seq_init(&seq, st->handlers);
 	while ((lh = hash_seq_search(&seq)) != NULL)
 	{
 		if (extra)
 			lh->want = (lh->in_flight > 0) ? 0 : 1;
-		else if (lh->in_flight > 0 || lh->busy_until > mono)
-			lh->want = Min(limit, Max(share - lh->in_flight, 0));
+		else if (lh->cap >= 0)
+			lh->want = Min(limit, Max(lh->cap - lh->in_flight, 0));
+		else if (busy > 0)
+			lh->want = Min(limit, Max(lh->window, window_floor()));
 		else
 			lh->want = limit;
 	}
 
 	/* breakers not closed, and pauses */
-	foreach(lc, health_restricted(MyDatabaseId, now))
+	foreach(lc, gated)
 	{
 		TimestampTz wake = 0;
 		bool		probe;
@@ -894,17 +994,20 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 		}
 	}
 
-	/* the fair share of the others */
+	/*
+	 * The fair share of the others; a handler this relay has not seen yet
+	 * gets what a new one beside the busy ones gets.
+	 */
+	cl->default_lim = extra ? 1 : (busy > 0) ? Min(limit, window_floor()) : limit;
 	hash_seq_init(&seq, st->handlers);
 	while ((lh = hash_seq_search(&seq)) != NULL)
 	{
-		if (!lh->listed && lh->want < (extra ? 1 : limit))
+		if (!lh->listed && lh->want != cl->default_lim)
 			list_handler(st, lh, lh->want);
 	}
 
 	foreach(lc, st->planned)
 		names = lappend(names, ((LocalHandler *) lfirst(lc))->name);
-	cl->default_lim = extra ? 1 : limit;
 	cl->names = store_text_array(names);
 	plan_remaining(st, cl);
 }

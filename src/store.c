@@ -160,9 +160,9 @@ static const char *release_sql =
  * the first message routed whatever it needs, its deliveries beyond $2
  * inserted pending: one that matches more handlers than that would
  * otherwise never be routed.  The handlers the claim limits (fair share,
- * breaker, caps: $7 names, $8 limits, as for the claim) get no more than
- * their limit claimed here, the oldest first; their deliveries beyond it
- * are routed pending, for a later claim.  Every routed message comes back as a row (fanout false,
+ * breaker, caps: $7 names, $8 limits, $9 the limit of the others, as for
+ * the claim) get no more than their limit claimed here, the oldest first;
+ * their deliveries beyond it are routed pending, for a later claim.  Every routed message comes back as a row (fanout false,
  * "claimed" saying whether its inline delivery was claimed), and every
  * claimed fan-out row as a row of its own (fanout and claimed true), with
  * the claim's columns; the last column, "cut", says that new messages
@@ -195,7 +195,7 @@ static const char *route_sql_11 =
 " FROM (SELECT n.id, h.name,"
 "  h.enabled AND n.state = 'pending' AND n.available_at <= now()"
 "   AND NOT (h.ordered AND n.key IS NOT NULL) AND $2 > 0 AS eligible,"
-"  coalesce(l.lim, $2) AS lim,"
+"  coalesce(l.lim, $9) AS lim,"
 "  h.url, h.headers, h.secret, h.previous_secret, h.timeout, h.max_attempts"
 " FROM n JOIN grelout.handlers h"
 "  ON grelout._topic_matches(h.topic, n.topic)"
@@ -674,9 +674,9 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 			int lease_ms, int64 lease_token, const ClaimLimits *lims,
 			uint64 *nrows, bool *blocked)
 {
-	Oid			types[8] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID,
-	TEXTARRAYOID, INT4ARRAYOID};
-	Datum		values[8];
+	Oid			types[9] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID,
+	TEXTARRAYOID, INT4ARRAYOID, INT4OID};
+	Datum		values[9];
 	int			ret;
 
 	*nrows = 0;
@@ -694,7 +694,7 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		*blocked = true;
 		return NULL;
 	}
-	prepare_once(&route_plan_11, route_sql_11, 8, types);
+	prepare_once(&route_plan_11, route_sql_11, 9, types);
 	values[0] = Int32GetDatum(limit);
 	values[1] = Int32GetDatum(claim_limit);
 	values[2] = Float8GetDatum((double) lease_ms);
@@ -703,6 +703,7 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 	values[5] = Int32GetDatum(claim_max);
 	values[6] = lims->names;
 	values[7] = lims->lims;
+	values[8] = Int32GetDatum(lims->default_lim);
 	ret = SPI_execute_plan(route_plan_11, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
