@@ -28,6 +28,7 @@ OBJS = \
 	src/capture.o \
 	src/sign.o \
 	src/store.o \
+	src/router.o \
 	src/health.o \
 	src/outcome.o \
 	src/webhook.o \

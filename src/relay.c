@@ -1099,32 +1099,17 @@ route_step(RelayState *st, int limit, int claim_limit, int64 lease,
 		   const ClaimLimits *cl, bool *full, bool *cut, bool *blocked)
 {
 	uint64		nrows;
-	uint64		routed = 0;
-	int			claimed = 0;
+	uint64		routed;
 	SPITupleTable *tt;
 
 	tt = store_route(st->schema, limit, claim_limit,
 					 Min(grelout_batch_size, grelout_concurrency),
-					 grelout_lease_duration, lease, cl, &nrows, blocked);
-	*cut = false;
+					 grelout_lease_duration, lease, cl, &nrows, &routed, cut,
+					 blocked);
 	for (uint64 i = 0; i < nrows; i++)
-	{
-		bool		isnull;
-
-		if (i == 0)
-			*cut = DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_CUT,
-											  &isnull));
-		if (!DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_FANOUT,
-										&isnull)))
-			routed++;
-		if (!DatumGetBool(SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_CLAIMED,
-										&isnull)))
-			continue;
 		queue_job(st, tt->vals[i], tt->tupdesc, lease);
-		claimed++;
-	}
 	*full = (routed >= (uint64) limit);
-	return claimed;
+	return (int) nrows;
 }
 
 /*

@@ -45,7 +45,6 @@ static SPIPlanPtr update_plan = NULL;
 static SPIPlanPtr next_due_plan = NULL;
 static SPIPlanPtr purge_plan = NULL;
 
-static SPIPlanPtr route_plan_11 = NULL;
 static SPIPlanPtr claim_plan_11 = NULL;
 static SPIPlanPtr update_plan_11 = NULL;
 static SPIPlanPtr fanout_lock_plan_11 = NULL;
@@ -139,130 +138,6 @@ static const char *purge_sql =
 static const char *release_sql =
 "UPDATE grelout.outbox SET available_at = now()"
 " WHERE state = 'processing' AND available_at > now()";
-
-/*
- * 1.1: routing, at first sight of a committed message (due or not), the
- * oldest new ones first, a batch at a time.  Every handler whose pattern
- * matches the topic and whose filter the payload contains (enabled or
- * not) gets a delivery: none leaves the message waiting for a handler;
- * one makes it an inline delivery in its outbox row, as 1.0 kept it; more
- * make one grelout.fanout row each.
- *
- * The deliveries of a pending message due now to enabled handlers are
- * claimed as they are routed, up to $2 of them, so that a delivery costs
- * one write, as in 1.0: an inline one is claimed in the update that routes
- * it, a fan-out row is inserted claimed ('processing', attempt 1, under
- * the lease).  Routing stops, in id order, at the first message whose
- * claimable deliveries no longer fit in $2, so that no fan-out row is left
- * pending for a later claim to find among the dead index entries of the
- * rows claimed before it (the claim's fan-out scan walks them all until
- * a vacuum).  Only when $2 is as many as a claim can ever take ($6) is
- * the first message routed whatever it needs, its deliveries beyond $2
- * inserted pending: one that matches more handlers than that would
- * otherwise never be routed.  The handlers the claim limits (fair share,
- * breaker, caps: $7 names, $8 limits, $9 the limit of the others, as for
- * the claim) get no more than their limit claimed here, the oldest first;
- * their deliveries beyond it are routed pending, for a later claim.  Every routed message comes back as a row (fanout false,
- * "claimed" saying whether its inline delivery was claimed), and every
- * claimed fan-out row as a row of its own (fanout and claimed true), with
- * the claim's columns; the last column, "cut", says that new messages
- * were left for want of claim slots.
- *
- * Per-key ordering (issue 12): every message with a key takes the next
- * number of grelout.route_seq ("seq", copied to its fan-out rows), in id
- * order within the batch; the numbers are taken in the order of the
- * ordered subquery's rows (a message left by the cut takes a greater one
- * when it is routed: it is after every message routed here).  Routing is
- * serialized over the relays (store_route), so seq is the order in which
- * the messages were first seen committed.  A delivery of an ordered
- * handler with a key is never claimed here: the claim that follows in the
- * same transaction takes it if it is the head of its key.
- */
-static const char *route_sql_11 =
-"WITH n AS ("
-" SELECT o.id, o.topic, o.key, o.payload, o.state, o.available_at, o.created_at"
-" FROM grelout.outbox o WHERE o.route = 'new'"
-" ORDER BY o.id LIMIT $1"
-" FOR UPDATE OF o SKIP LOCKED),"
-" q AS MATERIALIZED ("
-" SELECT s.id, nextval('grelout.route_seq') AS seq"
-" FROM (SELECT n.id FROM n WHERE n.key IS NOT NULL ORDER BY n.id) s),"
-" m AS MATERIALIZED ("
-" SELECT p.id, p.name,"
-"  p.eligible AND row_number() OVER ("
-"   PARTITION BY p.name, p.eligible ORDER BY p.id) <= p.lim AS claimable,"
-"  p.url, p.headers, p.secret, p.previous_secret, p.timeout, p.max_attempts"
-" FROM (SELECT n.id, h.name,"
-"  h.enabled AND n.state = 'pending' AND n.available_at <= now()"
-"   AND NOT (h.ordered AND n.key IS NOT NULL) AND $2 > 0 AS eligible,"
-"  coalesce(l.lim, $9) AS lim,"
-"  h.url, h.headers, h.secret, h.previous_secret, h.timeout, h.max_attempts"
-" FROM n JOIN grelout.handlers h"
-"  ON grelout._topic_matches(h.topic, n.topic)"
-"  AND (h.filter IS NULL OR n.payload @> h.filter)"
-"  AND NOT (left(n.topic, 8) = 'grelout.'"
-"   AND h.name = n.payload ->> 'handler')"
-"  LEFT JOIN unnest($7::text[], $8::int4[]) AS l(name, lim) ON l.name = h.name) p),"
-" k AS MATERIALIZED ("
-" SELECT n.id, n.key, q.seq, n.state, n.available_at, n.created_at,"
-"  count(m.name) AS matches, min(m.name) AS handler,"
-"  count(m.name) FILTER (WHERE m.claimable) AS claimable,"
-"  sum(count(m.name) FILTER (WHERE m.claimable)) OVER (ORDER BY n.id) AS upto,"
-"  row_number() OVER (ORDER BY n.id) AS rn"
-" FROM n LEFT JOIN m ON m.id = n.id LEFT JOIN q ON q.id = n.id"
-" GROUP BY n.id, n.key, q.seq, n.state, n.available_at, n.created_at),"
-" kr AS MATERIALIZED ("
-" SELECT k.*, k.upto - k.claimable AS before FROM k"
-" WHERE k.upto <= $2 OR (k.rn = 1 AND $2 >= $6)),"
-" r AS MATERIALIZED ("
-" SELECT kr.id, kr.seq, kr.matches, kr.handler, h.name, h.url, h.headers,"
-"  h.secret, h.previous_secret, h.timeout, h.max_attempts,"
-"  h.name IS NOT NULL AS claimed,"
-"  kr.matches > 1 AND kr.claimable > 0 AND kr.before < $2 AS fan_claimed"
-" FROM kr LEFT JOIN grelout.handlers h ON h.name = kr.handler"
-"  AND kr.matches = 1 AND kr.claimable = 1),"
-" d AS MATERIALIZED ("
-" SELECT m.*, kr.available_at AS due, kr.created_at, kr.key, kr.seq,"
-"  m.claimable AND kr.before + row_number() OVER ("
-"   PARTITION BY m.id ORDER BY m.claimable DESC, m.name) <= $2 AS claimed"
-" FROM m JOIN kr ON kr.id = m.id AND kr.matches > 1),"
-" f AS ("
-" INSERT INTO grelout.fanout (message_id, handler, state, attempts,"
-"  available_at, lease, created_at, key, seq)"
-" SELECT d.id, d.name, CASE WHEN d.claimed THEN 'processing' ELSE 'pending' END,"
-"  CASE WHEN d.claimed THEN 1 ELSE 0 END,"
-"  CASE WHEN d.claimed THEN now() + $3 * interval '1 millisecond' ELSE d.due END,"
-"  CASE WHEN d.claimed THEN $4 END, d.created_at, d.key, d.seq"
-" FROM d),"
-" u AS ("
-" UPDATE grelout.outbox o SET"
-"  route = CASE WHEN r.matches = 0 THEN 'waiting'"
-"   WHEN r.matches = 1 THEN 'single' ELSE 'fanout' END,"
-"  handler = CASE WHEN r.matches = 1 THEN r.handler END,"
-"  seq = r.seq,"
-"  state = CASE WHEN r.claimed THEN 'processing' ELSE o.state END,"
-"  attempts = o.attempts + CASE WHEN r.claimed THEN 1 ELSE 0 END,"
-"  available_at = CASE WHEN r.claimed"
-"   THEN now() + $3 * interval '1 millisecond' ELSE o.available_at END,"
-"  lease = CASE WHEN r.claimed THEN $4 ELSE o.lease END"
-" FROM r"
-" WHERE o.id = r.id AND o.id = ANY (ARRAY(SELECT id FROM r))"
-" RETURNING o.id, o.topic, o.key,"
-"  CASE WHEN r.claimed OR r.fan_claimed THEN o.payload::text END AS payload,"
-"  o.headers, o.attempts, coalesce(r.max_attempts, $5) AS max_attempts,"
-"  r.url, r.headers AS handler_headers, r.secret, r.previous_secret,"
-"  r.timeout, o.last_error, r.name, r.claimed),"
-" cut AS (SELECT (SELECT count(*) FROM n) > (SELECT count(*) FROM kr) AS cut)"
-" SELECT u.id, u.topic, u.key, u.payload, u.headers, u.attempts, false,"
-"  u.max_attempts, u.url, u.handler_headers, u.secret, u.previous_secret,"
-"  u.timeout, u.last_error, u.name, false, u.claimed, cut.cut"
-" FROM u, cut"
-" UNION ALL"
-" SELECT d.id, u.topic, u.key, u.payload, u.headers, 1, false,"
-"  coalesce(d.max_attempts, $5), d.url, d.headers, d.secret,"
-"  d.previous_secret, d.timeout, NULL::text, d.name, true, true, cut.cut"
-" FROM d JOIN u ON u.id = d.id, cut"
-" WHERE d.claimed";
 
 /*
  * 1.1: the claim, per enabled handler, from its inline deliveries and its
@@ -575,8 +450,7 @@ prepare_once(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 	 */
 	if (*plan == NULL)
 		*plan = grelout_keep_plan(sql, nargs, types,
-								  (plan == &claim_plan || plan == &claim_plan_11 ||
-								   plan == &route_plan_11) ?
+								  (plan == &claim_plan || plan == &claim_plan_11) ?
 								  CURSOR_OPT_GENERIC_PLAN : 0);
 	return *plan;
 }
@@ -638,82 +512,8 @@ store_lock_outbox(void)
 }
 
 /*
- * store_route: route up to limit new messages (1.1; nothing on 1.0),
- * claiming at most claim_limit of their deliveries that are due to enabled
- * handlers, and routing no message whose deliveries no longer fit unless
- * claim_limit is claim_max, the most a claim may ever take (see
- * route_sql_11).  *nrows is how many rows came back, in the returned table
- * until SPI_finish (columns as enum CLAIM_*): one a routed message
- * (CLAIM_FANOUT false, CLAIM_CLAIMED saying whether its inline delivery
- * was claimed) and one a claimed fan-out delivery (CLAIM_FANOUT and
- * CLAIM_CLAIMED true); CLAIM_CUT says new messages were left for want of
- * claim slots.  *blocked says a handler change in progress held routing
- * back.
- *
- * Routing runs under the routing lock in shared mode, tried and never
- * waited for: a handler's insert, update or delete holds it in exclusive
- * mode until it commits (its triggers take it), so the relay never routes
- * with a view of the handlers that a change in progress is about to make
- * stale (a message routed to wait, say, just as a handler that matches it
- * is created), and the change sees what routing before it wrote.  The
- * lock is the transaction's: it goes with the cycle's commit.
- *
- * Then, while some handler is ordered, the router lock, exclusive, also
- * tried: one relay routes at a time, from the lock to its cycle's commit
- * (without an ordered handler the relays route side by side: serializing
- * them made two relays drain no faster than one).  A handler made ordered
- * orders the messages routed from then on.  The next routing's snapshot
- * is taken after that commit, so it sees every message the previous one
- * routed and gives the messages it routes greater routing numbers: the
- * numbers follow the order in which commits became visible (README,
- * "Per-key ordering").  A relay that finds another routing comes back
- * soon, as after a handler change (*blocked).
- */
-SPITupleTable *
-store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
-			int lease_ms, int64 lease_token, const ClaimLimits *lims,
-			uint64 *nrows, bool *blocked)
-{
-	Oid			types[9] = {INT4OID, INT4OID, FLOAT8OID, INT8OID, INT4OID, INT4OID,
-	TEXTARRAYOID, INT4ARRAYOID, INT4OID};
-	Datum		values[9];
-	int			ret;
-
-	*nrows = 0;
-	*blocked = false;
-	if (schema != STORE_SCHEMA_1_1)
-		return NULL;
-	if (!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
-										  Int32GetDatum(ROUTING_LOCK_KEY1),
-										  Int32GetDatum(ROUTING_LOCK_KEY2))) ||
-		(store_any_ordered_handler() &&
-		 !DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_int4,
-										   Int32GetDatum(ROUTING_LOCK_KEY1),
-										   Int32GetDatum(ROUTER_LOCK_KEY2)))))
-	{
-		*blocked = true;
-		return NULL;
-	}
-	prepare_once(&route_plan_11, route_sql_11, 9, types);
-	values[0] = Int32GetDatum(limit);
-	values[1] = Int32GetDatum(claim_limit);
-	values[2] = Float8GetDatum((double) lease_ms);
-	values[3] = Int64GetDatum(lease_token);
-	values[4] = Int32GetDatum(grelout_max_attempts);
-	values[5] = Int32GetDatum(claim_max);
-	values[6] = lims->names;
-	values[7] = lims->lims;
-	values[8] = Int32GetDatum(lims->default_lim);
-	ret = SPI_execute_plan(route_plan_11, values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
-	*nrows = SPI_processed;
-	return SPI_tuptable;
-}
-
-/*
  * store_claim: claim up to limit deliveries.  The rows are in SPI_tuptable
- * (columns as enum CLAIM_*, but CLAIM_CLAIMED) until SPI_finish.  On 1.1
+ * (columns as enum CLAIM_*) until SPI_finish.  On 1.1
  * the redrive lock is tried first, in shared mode: without it (a redrive
  * in progress) deliveries of ordered handlers with a key wait for a later
  * claim.
@@ -768,9 +568,9 @@ store_any_ordered_handler(void)
 	return SPI_processed > 0;
 }
 
-/* build_array: a one-dimensional array of n datums of a type. */
-static Datum
-build_array(Datum *elems, bool *nulls, int n, Oid type)
+/* store_array: a one-dimensional array of n datums of a type. */
+Datum
+store_array(Datum *elems, bool *nulls, int n, Oid type)
 {
 	int16		typlen;
 	bool		typbyval;
@@ -849,8 +649,8 @@ settle_delete(SettleBatch *b)
 	int			ret;
 
 	prepare_once(&delete_plan, delete_sql, 2, types);
-	values[0] = build_array(b->ids, NULL, b->n, UUIDOID);
-	values[1] = build_array(b->leases, NULL, b->n, INT8OID);
+	values[0] = store_array(b->ids, NULL, b->n, UUIDOID);
+	values[1] = store_array(b->leases, NULL, b->n, INT8OID);
 	ret = SPI_execute_plan(delete_plan, values, NULL, false, 0);
 	if (ret != SPI_OK_DELETE)
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
@@ -870,13 +670,13 @@ settle_update(StoreSchema schema, SettleBatch *b)
 		plan = prepare_once(&update_plan_11, update_sql_11, 7, types);
 	else
 		plan = prepare_once(&update_plan, update_sql, 5, types);
-	values[0] = build_array(b->ids, NULL, b->n, UUIDOID);
-	values[1] = build_array(b->leases, NULL, b->n, INT8OID);
-	values[2] = build_array(b->states, NULL, b->n, TEXTOID);
-	values[3] = build_array(b->delays, NULL, b->n, FLOAT8OID);
-	values[4] = build_array(b->errors, b->error_nulls, b->n, TEXTOID);
-	values[5] = build_array(b->statuses, b->status_nulls, b->n, INT4OID);
-	values[6] = build_array(b->durations, b->duration_nulls, b->n, INT4OID);
+	values[0] = store_array(b->ids, NULL, b->n, UUIDOID);
+	values[1] = store_array(b->leases, NULL, b->n, INT8OID);
+	values[2] = store_array(b->states, NULL, b->n, TEXTOID);
+	values[3] = store_array(b->delays, NULL, b->n, FLOAT8OID);
+	values[4] = store_array(b->errors, b->error_nulls, b->n, TEXTOID);
+	values[5] = store_array(b->statuses, b->status_nulls, b->n, INT4OID);
+	values[6] = store_array(b->durations, b->duration_nulls, b->n, INT4OID);
 	ret = SPI_execute_plan(plan, values, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
@@ -939,7 +739,7 @@ store_finalize_fanout(List *ids, bool keep_delivered)
 
 	foreach(lc, ids)
 		elems[n++] = UUIDPGetDatum((pg_uuid_t *) lfirst(lc));
-	arr = build_array(elems, NULL, n, UUIDOID);
+	arr = store_array(elems, NULL, n, UUIDOID);
 	lock_messages(arr);
 	finalize(arr, keep_delivered, (Datum) 0);
 }
@@ -955,7 +755,7 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 	Oid			types[9] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
 		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID,
 	BOOLOID};
-	Datum		ids = build_array(b->ids, NULL, b->n, UUIDOID);
+	Datum		ids = store_array(b->ids, NULL, b->n, UUIDOID);
 	Datum		values[9];
 	Datum		deleted;
 	bool		isnull;
@@ -963,13 +763,13 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 
 	prepare_once(&fanout_update_plan_11, fanout_update_sql_11, 9, types);
 	values[0] = ids;
-	values[1] = build_array(b->handlers, NULL, b->n, TEXTOID);
-	values[2] = build_array(b->leases, NULL, b->n, INT8OID);
-	values[3] = build_array(b->states, NULL, b->n, TEXTOID);
-	values[4] = build_array(b->delays, NULL, b->n, FLOAT8OID);
-	values[5] = build_array(b->errors, b->error_nulls, b->n, TEXTOID);
-	values[6] = build_array(b->statuses, b->status_nulls, b->n, INT4OID);
-	values[7] = build_array(b->durations, b->duration_nulls, b->n, INT4OID);
+	values[1] = store_array(b->handlers, NULL, b->n, TEXTOID);
+	values[2] = store_array(b->leases, NULL, b->n, INT8OID);
+	values[3] = store_array(b->states, NULL, b->n, TEXTOID);
+	values[4] = store_array(b->delays, NULL, b->n, FLOAT8OID);
+	values[5] = store_array(b->errors, b->error_nulls, b->n, TEXTOID);
+	values[6] = store_array(b->statuses, b->status_nulls, b->n, INT4OID);
+	values[7] = store_array(b->durations, b->duration_nulls, b->n, INT4OID);
 	values[8] = BoolGetDatum(keep_delivered);
 	ret = SPI_execute_plan(fanout_update_plan_11, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
@@ -1115,7 +915,7 @@ store_text_array(List *strings)
 
 	foreach(lc, strings)
 		elems[n++] = CStringGetTextDatum((char *) lfirst(lc));
-	return build_array(elems, NULL, n, TEXTOID);
+	return store_array(elems, NULL, n, TEXTOID);
 }
 
 /* store_int_array: an int4[] of n values. */
@@ -1126,7 +926,7 @@ store_int_array(int *values, int n)
 
 	for (int i = 0; i < n; i++)
 		elems[i] = Int32GetDatum(values[i]);
-	return build_array(elems, NULL, n, INT4OID);
+	return store_array(elems, NULL, n, INT4OID);
 }
 
 /*

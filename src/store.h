@@ -15,7 +15,7 @@
 #include "executor/spi.h"
 #include "nodes/pg_list.h"
 
-/* Columns of a claimed row, in the order store_claim returns them. */
+/* Columns of a claimed row, in the order store_claim and store_route return them. */
 enum
 {
 	CLAIM_ID = 1,
@@ -33,9 +33,7 @@ enum
 	CLAIM_TIMEOUT,				/* the handler's timeout, an interval */
 	CLAIM_LAST_ERROR,
 	CLAIM_HANDLER,				/* the handler's name; NULL on a 1.0 schema */
-	CLAIM_FANOUT,				/* a grelout.fanout row, not an inline one */
-	CLAIM_CLAIMED,				/* routing only: claimed as it was routed */
-	CLAIM_CUT					/* routing only: new messages left, no slot */
+	CLAIM_FANOUT				/* a grelout.fanout row, not an inline one */
 };
 
 /*
@@ -115,10 +113,14 @@ typedef struct SettleItem
 
 extern StoreSchema store_schema(void);
 extern void store_lock_outbox(void);
+
+/* router.c */
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int claim_max, int lease_ms, int64 lease_token,
 								  const ClaimLimits *lims, uint64 *nrows,
-								  bool *blocked);
+								  uint64 *nrouted, bool *cut, bool *blocked);
+
+/* store.c */
 extern bool store_any_ordered_handler(void);
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,
@@ -127,6 +129,7 @@ extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 extern List *store_handler_caps(int default_max_in_flight);
 extern void store_load_health(Oid dboid);
 extern bool store_disable_handler(const char *name);
+extern Datum store_array(Datum *elems, bool *nulls, int n, Oid type);
 extern Datum store_text_array(List *strings);
 extern Datum store_int_array(int *values, int n);
 extern void store_settle(StoreSchema schema, SettleItem *items, int n,
