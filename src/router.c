@@ -19,7 +19,7 @@
  * between, the matching, the claim limits, the cut and the routing
  * numbers, is decided here: done in SQL, with window functions over the
  * join of messages and handlers, it cost about twice what the writes do
- * (README, "Routing").
+ * (README, "How it works": routing).
  *
  * Every function here runs inside a transaction that the relay opened,
  * with SPI connected and a snapshot pushed.

@@ -2,11 +2,11 @@
  *
  * store.c
  *	  The relay's statements on grelout.outbox and grelout.fanout, each
- *	  planned once per relay and kept: the routing of new messages (1.1),
- *	  the claim (FOR UPDATE SKIP LOCKED with a lease and a fencing token),
- *	  the batched settle of many outcomes and the finalize of fan-out
- *	  messages, the next due time, the lease recovery at start, and the
- *	  retention purge of delivered messages.
+ *	  planned once per relay and kept (the routing of new messages, 1.1,
+ *	  is router.c's): the claim (FOR UPDATE SKIP LOCKED with a lease and a
+ *	  fencing token), the batched settle of many outcomes and the finalize
+ *	  of fan-out messages, the next due time, the lease recovery at start,
+ *	  and the retention purge of delivered messages.
  *
  * The library serves both schemas: store_schema reads the installed
  * version every cycle, and each function takes it, running the 1.0

@@ -2,8 +2,8 @@
  *
  * store.h
  *	  The relay's statements on grelout.outbox and grelout.fanout: the
- *	  schema version, routing, claim, settle and finalize, next due time,
- *	  lease recovery and retention purge.
+ *	  schema version, routing (router.c), claim, settle and finalize, next
+ *	  due time, lease recovery and retention purge (store.c).
  *
  *-------------------------------------------------------------------------
  */
