@@ -100,7 +100,6 @@ FULL = dict(
     mem_second=1_000_000,
     probe_seconds=8,
     confirm_seconds=60,
-    budget_seconds=13 * 60 + 30,
     ladder=(0.15, 0.3, 0.45, 0.6, 0.8),
     loaded_rate=5_000,
     idle_backlog=100_000,
@@ -120,7 +119,6 @@ QUICK = dict(
     mem_second=10_000,
     probe_seconds=3,
     confirm_seconds=5,
-    budget_seconds=120,
     ladder=(0.2, 0.4),
     loaded_rate=1_000,
     idle_backlog=2_000,
@@ -1055,13 +1053,8 @@ class Bench:
         confirms = []
         chosen = None
         candidates = [x for x in ladder if best is not None and x <= best][::-1]
+        # the best bounded probe, and if it fails its confirmation the next rate down
         for rate in candidates[:2]:
-            need = self.sz['runs'] * (self.sz['confirm_seconds'] + 10)
-            if confirms and self.elapsed() + need > self.sz['budget_seconds']:
-                self.res['notes'].append(
-                    'Figure 3: the confirmation at %d msgs/s failed and the time budget left '
-                    'no room to confirm the next rate down (%d msgs/s).' % (confirms[-1]['rate'], rate))
-                break
             runs = [self.sustain(rate, self.sz['confirm_seconds'], 'confirm')
                     for _ in range(self.sz['runs'])]
             confirms.append({'rate': rate, 'runs': runs})
@@ -1074,13 +1067,6 @@ class Bench:
         self.load_note('fig 3 end')
 
     # -- issue 14: figures 10, 11 and 12 ---------------------------------------
-    def budgeted(self, fig):
-        """run an issue 14 (or 11) figure; figure 3's time budget (checked
-        against the whole run's elapsed time) grows by what it took."""
-        t = time.time()
-        fig()
-        self.sz['budget_seconds'] += time.time() - t
-
     def fig10(self):
         """the figure 2 drain (default settings) of grelout 1.0 and of the
         current code, run by run in alternating order, on the same machine in
@@ -1326,17 +1312,17 @@ class Bench:
                 self.fig2_default()
             self.fig7()
         if want('8'):
-            self.budgeted(self.fig8)
+            self.fig8()
         if want('10'):
-            self.budgeted(self.fig10)
+            self.fig10()
         if want('12'):
-            self.budgeted(self.fig12)
+            self.fig12()
         if want('9'):
             self.fig9()
         if want('4'):
             self.fig4()
         if want('11'):
-            self.budgeted(self.fig11)
+            self.fig11()
         if want('5'):
             self.fig5()
         if want('6'):
@@ -1351,7 +1337,7 @@ class Bench:
             self.fig2_tuned()
         if want('2'):
             self.fig2_graphile()
-        # last: its confirmation runs adapt to the time budget left
+        # last: the longest, up to two confirmations of 3 x 60 s
         if want('3'):
             self.fig3(statistics.median(self.res['figures']['2']['tuned']))
         self.load_note('end')
