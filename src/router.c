@@ -307,21 +307,6 @@ add_fanout(RouteWrites *w, Datum id, RouteHandler *h, bool claimed)
 	h->claimed |= claimed;
 }
 
-/* route_seq_oid: grelout.route_seq, the routing numbers of keyed messages. */
-static Oid
-route_seq_oid(void)
-{
-	Oid			nsp = get_namespace_oid("grelout", false);
-	Oid			seq = get_relname_relid("route_seq", nsp);
-
-	if (!OidIsValid(seq))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("sequence grelout.route_seq does not exist"),
-				 errhint("Update the extension with ALTER EXTENSION grelout UPDATE.")));
-	return seq;
-}
-
 /*
  * plan_routes: decide the routes of the new messages in tt (id order)
  * into w, as store_route describes; returns how many of them are routed
@@ -393,7 +378,7 @@ plan_routes(SPITupleTable *tt, uint64 nnew, RouteHandler *hs, int nhandlers,
 		if (keyed)
 		{
 			if (!OidIsValid(seq))
-				seq = route_seq_oid();
+				seq = store_relid("route_seq");
 			w->seqs[k] = Int64GetDatum(nextval_internal(seq, true));
 		}
 

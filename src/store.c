@@ -501,14 +501,25 @@ store_schema(void)
 void
 store_lock_outbox(void)
 {
+	LockRelationOid(store_relid("outbox"), RowExclusiveLock);
+}
+
+/*
+ * store_relid: the OID of relation relname in schema grelout (an error when
+ * it is missing: the schema is older than this library expects).
+ */
+Oid
+store_relid(const char *relname)
+{
 	Oid			nsp = get_namespace_oid("grelout", false);
-	Oid			rel = get_relname_relid("outbox", nsp);
+	Oid			rel = get_relname_relid(relname, nsp);
 
 	if (!OidIsValid(rel))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table grelout.outbox does not exist")));
-	LockRelationOid(rel, RowExclusiveLock);
+				 errmsg("relation \"grelout.%s\" does not exist", relname),
+				 errhint("Update the extension with ALTER EXTENSION grelout UPDATE.")));
+	return rel;
 }
 
 /*

@@ -113,6 +113,7 @@ typedef struct SettleItem
 
 extern StoreSchema store_schema(void);
 extern void store_lock_outbox(void);
+extern Oid	store_relid(const char *relname);
 
 /* router.c */
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
