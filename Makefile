@@ -44,6 +44,13 @@ PGFILEDESC = "grelout - transactional outbox with an in-server webhook relay"
 PG_CPPFLAGS = -I$(srcdir)/src
 SHLIB_LINK = -lcurl -lcrypto
 
+# PGXS knows no header dependencies: gcc writes each object's own (src/*.d,
+# included after PGXS), so a changed header rebuilds every object that
+# includes it; a struct whose layout changed under a stale object would only
+# break at run time.  Set here, not after PGXS: its clean rule tests
+# EXTRA_CLEAN as it is read.
+EXTRA_CLEAN = $(OBJS:.o=.d)
+
 # Tests, run by "make installcheck" against an installed, running server.
 # The regression tests are the sql/*.sql files other than the install
 # scripts; PGXS runs them in contrib_regression, the database the relays
@@ -68,7 +75,10 @@ include $(PGXS)
 # (PROVE_FLAGS stays free for the caller, e.g. PROVE_FLAGS=--verbose.)
 PG_PROVE_FLAGS += -I $(srcdir)/test/lib
 
-EXTRA_CLEAN = output_iso/ tmp_check/ tmp_check_iso/
+# (CFLAGS, not PG_CFLAGS, which test/run sets on the command line; gcc only:
+# the bitcode compile would write the same files)
+override CFLAGS += -MMD -MP
+-include $(OBJS:.o=.d)
 
 # installcheck-prep: pg_regress drops and creates its database; the relays
 # connected to it leave before DROP DATABASE runs (and wait for it to exist

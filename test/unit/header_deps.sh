@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# test/unit/header_deps.sh: TAP.  A changed header rebuilds the objects that
+# include it and no others (the Makefile has gcc write each object's
+# dependencies; PGXS tracks none).  Run after a build of the tree: it asks
+# make what it would do were src/http.h new, and changes nothing.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+out=$(make -n -C "$ROOT" -W src/http.h 2>&1)
+
+echo "1..3"
+rebuilt() { grep -q -- "-o src/$1.o " <<<"$out"; }
+if rebuilt webhook; then echo "ok 1 - webhook.o (http.h through webhook.h) is rebuilt"
+else echo "not ok 1 - webhook.o (http.h through webhook.h) is rebuilt"; fi
+if rebuilt relay; then echo "ok 2 - relay.o is rebuilt"
+else echo "not ok 2 - relay.o is rebuilt"; fi
+if ! rebuilt ids; then echo "ok 3 - ids.o (no http.h) is not rebuilt"
+else echo "not ok 3 - ids.o (no http.h) is not rebuilt"; fi
