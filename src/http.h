@@ -59,6 +59,7 @@ extern bool http_engine_start(HttpEngine *engine, HttpRequest *req);
 extern void http_engine_perform(HttpEngine *engine);
 extern HttpRequest *http_engine_next_done(HttpEngine *engine);
 extern int	http_engine_running(HttpEngine *engine);
+extern unsigned long http_engine_watch_changes(HttpEngine *engine);
 extern void http_request_describe_error(const HttpRequest *req, char *buf, size_t len);
 
 #endif							/* GRELOUT_HTTP_H */
