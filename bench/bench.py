@@ -104,6 +104,7 @@ FULL = dict(
     loaded_rate=5_000,
     idle_backlog=100_000,
     hang_backlog=20_000,
+    engine_requests=200_000,
 )
 QUICK = dict(
     runs=1,
@@ -123,6 +124,7 @@ QUICK = dict(
     loaded_rate=1_000,
     idle_backlog=2_000,
     hang_backlog=500,
+    engine_requests=2_000,
 )
 
 # Tuned relay settings (documented in results.md and the README).
@@ -1067,6 +1069,43 @@ class Bench:
         self.load_note('fig 3 end')
 
     # -- issue 14: figures 10, 11 and 12 ---------------------------------------
+    def fig13(self):
+        """the relay's HTTP engine alone (bench/http_engine.c over src/http.c,
+        no PostgreSQL) against the same nginx, with as many requests in
+        flight as a relay has by default: what the HTTP side costs a
+        delivery, and the most one relay could deliver were the database
+        free; beside wrk with the same connections, run by run."""
+        if not self.a.http_engine:
+            log('figure 13: the HTTP engine alone: not measured (no driver)')
+            self.res['figures']['13'] = {'missing': 'the driver did not build'}
+            return
+        conns = int(self.q1('SHOW grelout.concurrency'))
+        n = self.sz['engine_requests']
+        body = self.q1('SELECT %s::text' % payload_sql('12345678', '48213'))
+        log('figure 13: the HTTP engine alone, %d requests, %d in flight' % (n, conns))
+        out = {'requests': n, 'conns': conns, 'engine': [], 'cpu_us': [], 'wrk': [],
+               'watch_changes': []}
+        for run in range(self.sz['runs']):
+            ng0 = self.nginx_requests()
+            r = subprocess.run([self.a.http_engine, self.nginx_url + '/engine', str(n),
+                                str(conns), body], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+            text = r.stdout.decode()
+            if r.returncode != 0:
+                raise Broken('figure 13: the HTTP engine driver failed:\n' + text)
+            got = json.loads(text)
+            if self.nginx_requests() - ng0 < n:
+                raise Broken('figure 13: nginx saw %d of %d requests'
+                             % (self.nginx_requests() - ng0, n))
+            out['engine'].append(got['requests'] / got['seconds'])
+            out['cpu_us'].append(got['cpu_us'])
+            out['watch_changes'].append(got['watch_changes'])
+            out['wrk'].append(self.wrk(conns))
+            log('  run %d: engine %.0f req/s, %.1f us CPU a request, %d epoll changes;'
+                ' wrk -c %d %.0f req/s' % (run + 1, out['engine'][-1], got['cpu_us'],
+                                            got['watch_changes'], conns, out['wrk'][-1]))
+        self.res['figures']['13'] = out
+
     def fig10(self):
         """the figure 2 drain (default settings) of grelout 1.0 and of the
         current code, run by run in alternating order, on the same machine in
@@ -1317,6 +1356,8 @@ class Bench:
             self.fig10()
         if want('12'):
             self.fig12()
+        if want('13'):
+            self.fig13()
         if want('9'):
             self.fig9()
         if want('4'):
@@ -1415,7 +1456,7 @@ def row3(name, values, digits=0, unit=''):
 
 
 def render_issue14(res, sz):
-    """the sections of figures 10, 11 and 12 and the issue 14 targets table,
+    """the sections of figures 10 to 13 and the issue 14 targets table,
     as two lists of markdown lines."""
     f = res['figures']
     L, T = [], []
@@ -1510,6 +1551,38 @@ def render_issue14(res, sz):
                                                    paired(x['disabled'], x['without'])))
         L.append('The idle backlogs as routed (route, state: count): no handler %s; disabled %s.\n'
                  % (x.get('none_routes'), x.get('disabled_routes')))
+
+    if '13' in f:
+        x = f['13']
+        L.append('## 13. The HTTP engine alone\n')
+        if 'missing' in x:
+            L.append('Not measured (%s).\n' % x['missing'])
+        else:
+            L.append('The relay\'s HTTP engine without PostgreSQL: `bench/http_engine.c`, built '
+                     'from the same `src/http.c` as the relay (libcurl\'s multi interface, its '
+                     'epoll set, reused handles), sends %d POSTs of figure 2\'s payload with '
+                     'the headers a relay sends to the same nginx, %d in flight (the default '
+                     '`grelout.concurrency`), each answered request replaced at once; the first '
+                     'tenth is not timed. Its CPU (user + system, the driver\'s process only) is '
+                     'what the HTTP side of one delivery costs a relay, so its rate is the most '
+                     'one relay could deliver if its database work cost nothing. Run by run '
+                     'beside `wrk -c %d`.\n' % (x['requests'], x['conns'], x['conns']))
+            L.append('| | median | min | max |\n| --- | --- | --- | --- |')
+            L.append(row3('HTTP engine alone, req/s', x['engine']))
+            L.append(row3('its CPU a request, us', x['cpu_us'], 1))
+            L.append(row3('wrk -c %d, req/s' % x['conns'], x['wrk']))
+            L.append(row3('epoll changes in the timed requests', x['watch_changes']))
+            L.append('')
+            line = ('Ratio (engine alone / wrk), median of the runs\' ratios: **%.2f**.'
+                    % paired(x['engine'], x['wrk']))
+            relay = [c['relay_us'] for c in res.get('drain_cpu', [])
+                     if c['label'].startswith('default run')]
+            if '2' in f and relay:
+                line += (' Figure 2\'s default drain: %.0f msgs/s, relay CPU %.1f us a delivery '
+                         '(median), of which the engine alone accounts for %.1f us (%.0f%%).'
+                         % (med(f['2']['default']), med(relay), med(x['cpu_us']),
+                            100.0 * med(x['cpu_us']) / med(relay)))
+            L.append(line + '\n')
 
     # the targets of issue 14
     absent = lambda fig: 'not in this run (figure %s)' % fig
@@ -2107,6 +2180,7 @@ def main():
     ap.add_argument('--old-pgport', type=int)
     ap.add_argument('--old-revision', default='1.0')
     ap.add_argument('--old-missing')
+    ap.add_argument('--http-engine')
     args = ap.parse_args()
     b = Bench(args)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
