@@ -150,6 +150,7 @@ class Bench:
         self.conn = None
         self.children = []
         self.res = {'figures': {}, 'load': [], 'notes': []}
+        self.res['previous'] = previous_ratios(args.previous)
         self.t_start = time.time()
         self.workers = 1
         # the queue tables a drain vacuums (figure 10's 1.0 has no fanout)
@@ -1455,7 +1456,86 @@ def row3(name, values, digits=0, unit=''):
                                       fmt(hi, unit, digits))
 
 
-def render_issue14(res, sz):
+# The 1.1 figures' in-run ratios: each one's line in the report, as its
+# section prints it (%.2f: the ratio) and previous_ratios reads it back.
+CAPTURED_ROW = 'grelout, captured INSERT'     # figure 1's row of its ratios (row3)
+RATIO_LINES = (
+    ('captured INSERT', '| ' + CAPTURED_ROW + ' | %.2f |'),
+    ('fan-out', 'Ratio (fan-out / single handler): **%.2f**'),
+    ('noisy neighbour', 'Drain ratio (beside the hanging endpoint / alone), '
+                        'median of the runs\' ratios: **%.2f**.'),
+    ('ordered', 'Ratio (ordered / unordered): **%.2f**'),
+)
+
+
+def ratio_line(label, value):
+    """the report's line of a 1.1 figure's ratio (RATIO_LINES)."""
+    return dict(RATIO_LINES)[label] % value
+
+
+def previous_ratios(path):
+    """the 1.1 figures' ratios in the report this run replaces (a dict by
+    label, with 'revision'), or None when there is none to read."""
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        text = f.read()
+    if 'Quick smoke run' in text:
+        return None
+    prev = {}
+    m = re.search(r'^\| grelout measured \| ([^|]+) \|', text, re.M)
+    prev['revision'] = m.group(1).strip() if m else 'unknown'
+    for label, line in RATIO_LINES:
+        pattern = re.escape(line).replace(re.escape('%.2f'), '([0-9]+[.][0-9]+)')
+        m = re.search(pattern, text)
+        if m:
+            prev[label] = float(m.group(1))
+    return prev
+
+
+def ratios_11(res):
+    """this run's 1.1 figures' ratios, computed as their sections print them
+    (a dict by label; a figure not measured is absent)."""
+    f = res['figures']
+    got = {}
+    if '1' in f and 'ratio_capture' in f['1']:
+        got['captured INSERT'] = stats(f['1']['ratio_capture'])[0]
+    if '7' in f and '2' in f:
+        got['fan-out'] = stats(f['7']['rates'])[0] / stats(f['2']['default'])[0]
+    if '8' in f and 'beside' in f['8']['drain']:
+        x = f['8']['drain']
+        got['noisy neighbour'] = statistics.median(p / q for p, q in zip(x['beside'], x['alone']))
+    if '9' in f:
+        got['ordered'] = stats(f['9']['ordered'])[0] / stats(f['9']['unordered'])[0]
+    return got
+
+
+def regression_11(res, quick):
+    """the "none regresses" cell of the 1.1 figures: what moved against the
+    report this run replaces (ratios rounded as printed; a fall of more than
+    10% is a regression), and whether none did (None: nothing to compare)."""
+    prev = res.get('previous')
+    now = {k: round(v, 2) for k, v in ratios_11(res).items()}
+    if quick:
+        return 'not compared (quick run)', None
+    if not prev:
+        return 'no previous report to compare with', None
+    moves, fell, compared = [], [], 0
+    for label, _ in RATIO_LINES:
+        if label in now and label in prev:
+            compared += 1
+            moves.append('%s %.2f -> %.2f' % (label, prev[label], now[label]))
+            if now[label] < 0.9 * prev[label]:
+                fell.append(label)
+    if compared == 0:
+        return 'nothing in common with the previous report (%s)' % prev['revision'], None
+    text = 'against the previous report (%s): %s' % (prev['revision'], ', '.join(moves))
+    if fell:
+        text += '; fell by more than 10%%: %s' % ', '.join(fell)
+    return text, not fell
+
+
+def render_issue14(res, sz, quick=False):
     """the sections of figures 10 to 13 and the issue 14 targets table,
     as two lists of markdown lines."""
     f = res['figures']
@@ -1643,12 +1723,15 @@ def render_issue14(res, sz):
     t12('disabled', 'disabled handler')
     have = [('1 (captured INSERT)', '1' in f and 'ratio_capture' in f['1']), ('7', '7' in f),
             ('8', '8' in f), ('9', '9' in f)]
+    moved, held = regression_11(res, quick)
+    present = all(h for _, h in have)
     T.append(('1, 7, 8, 9: 1.1 figures', 'capture, fan-out, noisy-neighbour and ordered '
-              'figures in this report; none regresses',
-              'present: %s; missing: %s; regression: compare with the report before issue 14'
+              'figures in this report; none regresses (no in-run ratio more than 10% below the previous report\'s)',
+              'present: %s; missing: %s; %s'
               % (', '.join(n for n, h in have if h) or 'none',
-                 ', '.join(n for n, h in have if not h) or 'none'),
-              'yes' if all(h for _, h in have) else 'no'))
+                 ', '.join(n for n, h in have if not h) or 'none', moved),
+              '-' if held is None and present else
+              'yes' if present and held else 'no'))
     # the target's sizes in a full run; a quick or narrowed run says what it measured
     if sz.get('idle_backlog') != 100_000 or sz.get('loaded_rate') != 5_000:
         T.append(('note', 'sizes of this run', 'idle backlog %d, loaded rate %d msgs/s'
@@ -1718,8 +1801,12 @@ def render_issue11(res, sz):
         L.append('| %d | %s | %s |' % (i + 1, ', '.join(o), ' | '.join(cells)))
     L.append('')
     for k in ratios:
-        L.append('Drain ratio (%s / alone), median of the runs\' ratios: **%.2f**.\n'
-                 % (names[k], paired(x['drain'][k], x['drain']['alone'])))
+        r = paired(x['drain'][k], x['drain']['alone'])
+        if k == 'beside':
+            L.append(ratio_line('noisy neighbour', r) + '\n')
+        else:
+            L.append('Drain ratio (%s / alone), median of the runs\' ratios: **%.2f**.\n'
+                     % (names[k], r))
     L.append('| latency | run | n | p50 ms | p95 ms | p99 ms | max ms | never arrived '
              '| hanging requests before the probes |')
     L.append('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
@@ -1837,7 +1924,7 @@ def render(res, sz, quick):
         L.append(row3('grelout', x['ratio_grelout'], 2))
         L.append(row3('graphile-worker', x['ratio_graphile'], 2))
         if 'ratio_capture' in x:
-            L.append(row3('grelout, captured INSERT', x['ratio_capture'], 2))
+            L.append(row3(CAPTURED_ROW, x['ratio_capture'], 2))
         L.append('')
         g = stats(x['ratio_grelout'])[0]
         targets.append(('1. publish overhead', 'grelout >= 0.90 x plain INSERT TPS',
@@ -1984,7 +2071,7 @@ def render(res, sz, quick):
         L.append(row3('single handler (figure 2, default)', f['2']['default']))
         L.append(row3('fan-out to 3 handlers', x['rates']))
         L.append('')
-        L.append('Ratio (fan-out / single handler): **%.2f**\n' % (fan / single))
+        L.append(ratio_line('fan-out', fan / single) + '\n')
         cpu = res.get('drain_cpu', [])
         c_single = [c['relay_us'] for c in cpu if c['label'].startswith('default run')]
         c_fan = [c['relay_us'] for c in cpu if c['label'].startswith('fan-out run')]
@@ -2019,7 +2106,7 @@ def render(res, sz, quick):
         L.append(row3('unordered', x['unordered']))
         L.append(row3('ordered', x['ordered']))
         L.append('')
-        L.append('Ratio (ordered / unordered): **%.2f**\n' % (ordered / unordered))
+        L.append(ratio_line('ordered', ordered / unordered) + '\n')
         L.append('| run | n | p50 ms | p95 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- | --- |')
         for i, r in enumerate(x['latency']):
             L.append('| %d | %d | %.2f | %.2f | %.2f | %.2f |'
@@ -2029,7 +2116,7 @@ def render(res, sz, quick):
                         '%.2f x' % (ordered / unordered), ordered / unordered >= 0.5))
         targets.append(('9. ordered latency', 'p99 <= 10 ms at %d msgs/s' % x['rate'],
                         '%.2f ms (worst run)' % p99, p99 <= 10))
-    sections14, targets14 = render_issue14(res, sz)
+    sections14, targets14 = render_issue14(res, sz, quick)
     L.extend(sections14)
     mem = res.get('mem', [])
     first = next((s for s in mem if s['label'] == 'after first drain'), None)
@@ -2181,6 +2268,8 @@ def main():
     ap.add_argument('--old-revision', default='1.0')
     ap.add_argument('--old-missing')
     ap.add_argument('--http-engine')
+    # the report this run replaces, for the 1.1 figures' "none regresses"
+    ap.add_argument('--previous')
     args = ap.parse_args()
     b = Bench(args)
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
