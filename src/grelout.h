@@ -17,7 +17,7 @@
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
 
-#define GRELOUT_VERSION			"1.1"
+#define GRELOUT_VERSION			"1.2"
 #define GRELOUT_MAX_WORKERS		64
 #define GRELOUT_MAX_RELAYS		1024
 #define GRELOUT_LAST_ERROR_MAX	512		/* bytes of last_error kept */

@@ -23,8 +23,8 @@ SELECT has_extension('grelout', 'extension grelout is installed');
 SELECT has_schema('grelout', 'schema grelout exists');
 SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'grelout'), false,
 	'the extension is not relocatable');
-SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'grelout'), '1.1',
-	'the installed version is 1.1');
+SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'grelout'), '1.2',
+	'the installed version is 1.2');
 SELECT tables_are('grelout', ARRAY['outbox', 'handlers', 'fanout', 'handler_health'],
 	'schema grelout has the tables outbox, handlers, fanout and handler_health');
 SELECT views_are('grelout', ARRAY['status', 'handlers_masked', 'relays', 'deliveries',

@@ -97,7 +97,7 @@ $node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', 'app_plai
 for my $db ('app_custom', 'app_plain')
 {
 	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}),
-		'1.1', "$db: extension grelout 1.1 created by the restore");
+		'1.2', "$db: extension grelout 1.2 created by the restore");
 	is($node->safe_psql($db, $handlers_sql), $handlers,
 		"$db: handlers restored with every column (url, headers, secrets, timeout, attempts, enabled)");
 	is($node->safe_psql($db, $outbox_sql), $undelivered,

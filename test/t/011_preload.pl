@@ -53,7 +53,7 @@ like($err, qr/NOTICE:  sqlstate 55000/, 'SQLSTATE 55000');
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'grelout'\ngrelout.database = 'app'\n");
 $node->restart;
 $node->safe_psql('app', 'CREATE EXTENSION grelout');
-is($node->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.1',
+is($node->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.2',
 	'CREATE EXTENSION works once grelout is preloaded');
 ok($node->safe_psql('app', q{SELECT outbox_publish('preload', '{}') IS NOT NULL}) eq 't',
 	'publishing works');

@@ -65,7 +65,7 @@ my $h = $r->{headers};
 is($r->{method}, 'POST', 'method is POST');
 is($h->{'content-type'}, 'application/json', 'content-type');
 is($h->{'user-agent'}, "grelout/$extversion", 'user-agent is grelout/<extension version>');
-is($h->{'user-agent'}, 'grelout/1.1', 'user-agent is grelout/1.1');
+is($h->{'user-agent'}, 'grelout/1.2', 'user-agent is grelout/1.2');
 is($h->{'webhook-id'}, $id, 'webhook-id is the id outbox_publish returned');
 like($h->{'webhook-timestamp'} // '', qr/^\d+$/, 'webhook-timestamp is Unix seconds');
 ok(($h->{'webhook-timestamp'} // 0) >= int($t_before) - 1

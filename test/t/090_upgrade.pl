@@ -32,8 +32,8 @@ sub state_of
 	return sq("SELECT string_agg(state, ',' ORDER BY id) FROM grelout.outbox WHERE $where");
 }
 
-is(sq(q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.1',
-	'CREATE EXTENSION installs 1.1');
+is(sq(q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.2',
+	'CREATE EXTENSION installs 1.2');
 sq(q{DROP EXTENSION grelout; CREATE EXTENSION grelout VERSION '1.0'});
 is(sq(q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.0',
 	q{CREATE EXTENSION grelout VERSION '1.0' still works});
@@ -169,7 +169,7 @@ is(sq(q{SELECT url FROM grelout.handlers_masked WHERE topic = 'orders'}), $url->
 
 # ---- the upgraded schema equals a fresh 1.1 install's, grants included
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('fresh', q{CREATE EXTENSION grelout;} . $grants . q{
+$node->safe_psql('fresh', q{CREATE EXTENSION grelout VERSION '1.1';} . $grants . q{
 	GRANT EXECUTE ON FUNCTION outbox_redrive(text, text, uuid) TO app_ops;
 	GRANT EXECUTE ON FUNCTION outbox_purge(interval, text, boolean, uuid) TO app_ops WITH GRANT OPTION;});
 my %schema;
