@@ -164,8 +164,9 @@ SELECT pg_temp.try($$SELECT grelout._capture()$$) AS direct_call;
 
 -- ownership: the functions are granted to no one by default; once
 -- granted, only the table's owner (current_user at the call) may capture
--- or uncapture it; a writer of a captured table needs no grant at all and
--- is the messages' publisher
+-- or uncapture it; a writer of a captured table needs no grant at all;
+-- the table's owner is the messages' publisher, whoever writes (issue 29:
+-- a row's changes are one publisher's, in order for an ordered handler)
 CREATE ROLE regress_capture_owner;
 CREATE ROLE regress_capture_other;
 CREATE ROLE regress_capture_writer;

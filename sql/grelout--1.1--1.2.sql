@@ -8,3 +8,64 @@
 -- As in the earlier scripts, nothing is created with IF NOT EXISTS, and
 -- OR REPLACE only where replacing the extension's own object (keeping its
 -- grants) is the point.
+
+------------------------------------------------------------------------
+-- issue 29: per-key ordering per publishing role
+--
+-- Head of line is per (handler, published_by, key): a delayed or dead
+-- message of one role never holds back another role's messages of the
+-- same key text.  A message stored under 1.0 (published_by NULL) counts as
+-- a publisher of its own: the claim compares publishers as
+-- coalesce(published_by, 0) (no role has oid 0), NULL-safe as
+-- IS NOT DISTINCT FROM, and in a form this index answers.  The library
+-- runs the same statements on a 1.1 schema, where outbox_key_idx answers
+-- (handler, key) and the publisher is a filter.  See README, "Per-key
+-- ordering".
+------------------------------------------------------------------------
+
+-- The head test of the claim: the unfinished inline deliveries of a
+-- (handler, key, publisher) in routing order.  It replaces outbox_key_idx
+-- (handler, key, seq), whose every probe it answers as well.
+CREATE INDEX outbox_publisher_key_idx ON grelout.outbox
+	(handler, key, (coalesce(published_by, 0::pg_catalog.oid)), seq)
+	WHERE route = 'single' AND key IS NOT NULL
+		AND state IN ('pending', 'processing', 'dead');
+DROP INDEX grelout.outbox_key_idx;
+
+-- grelout.deliveries: "blocked_by" follows the new rule, the oldest dead
+-- delivery of the same handler, key and publisher.  Same columns, so its
+-- grants and what depends on it stay.
+CREATE OR REPLACE VIEW grelout.deliveries AS
+SELECT d.message_id, d.handler, d.topic, d.state, d.attempts,
+	d.available_at, d.last_error, d.last_status, d.last_duration_ms,
+	d.delivered_at, d.dead_at, d.created_at, d.key, d.seq,
+	CASE WHEN d.blockable AND d.state IN ('pending', 'processing') THEN
+	(SELECT b.message_id
+	 FROM (SELECT e.id AS message_id, e.seq FROM grelout.outbox AS e
+		   WHERE e.route = 'single' AND e.handler = d.handler AND e.key = d.key
+			   AND coalesce(e.published_by, 0::pg_catalog.oid) = d.pub
+			   AND e.state = 'dead' AND e.seq < d.seq
+		   UNION ALL
+		   SELECT e.message_id, e.seq FROM grelout.fanout AS e
+			   JOIN grelout.outbox AS em ON em.id = e.message_id
+		   WHERE e.handler = d.handler AND e.key = d.key
+			   AND coalesce(em.published_by, 0::pg_catalog.oid) = d.pub
+			   AND e.state = 'dead' AND e.seq < d.seq) AS b
+	 ORDER BY b.seq LIMIT 1) END AS blocked_by
+FROM (SELECT o.id AS message_id, o.handler, o.topic, o.state, o.attempts,
+		o.available_at, o.last_error, o.last_status, o.last_duration_ms,
+		o.delivered_at, o.dead_at, o.created_at, o.key, o.seq,
+		h.ordered AND h.on_dead = 'block' AS blockable,
+		coalesce(o.published_by, 0::pg_catalog.oid) AS pub
+	  FROM grelout.outbox AS o
+		  LEFT JOIN grelout.handlers AS h ON h.name = o.handler
+	  WHERE o.route = 'single'
+	  UNION ALL
+	  SELECT f.message_id, f.handler, o.topic, f.state, f.attempts,
+		f.available_at, f.last_error, f.last_status, f.last_duration_ms,
+		f.delivered_at, f.dead_at, f.created_at, o.key, f.seq,
+		h.ordered AND h.on_dead = 'block',
+		coalesce(o.published_by, 0::pg_catalog.oid)
+	  FROM grelout.fanout AS f
+		  JOIN grelout.outbox AS o ON o.id = f.message_id
+		  LEFT JOIN grelout.handlers AS h ON h.name = f.handler) AS d;

@@ -88,6 +88,7 @@ typedef struct CaptureEntry
 	bool		valid;			/* false once an invalidation touched it */
 	Oid			relid;			/* the relation */
 	Oid			tableid;		/* the captured table */
+	Oid			owner;			/* its owner: its changes' publisher */
 	MemoryContext cxt;			/* everything below */
 	Jsonb	   *schema_json;	/* the table's schema, as a JSON string */
 	Jsonb	   *table_json;		/* the table's name, as a JSON string */
@@ -695,6 +696,25 @@ build_key(CaptureEntry *e, Relation rel)
 }
 
 /*
+ * table_owner: the owner of a captured table, the publisher of its changes
+ * (published_by): a row's changes are one publisher's whichever role wrote
+ * them, so that an ordered handler gets them in commit order (per-key
+ * ordering is per publisher, issue 29).
+ */
+static Oid
+table_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
  * build_entry: fill e for the trigger firing on rel, in e's own memory
  * context.
  */
@@ -718,6 +738,7 @@ build_entry(CaptureEntry *e, Trigger *trigger, Relation rel)
 	old = MemoryContextSwitchTo(e->cxt);
 	e->relid = RelationGetRelid(rel);
 	e->tableid = captured_table(trigger, e->relid);
+	e->owner = table_owner(e->tableid);
 	nsp = get_rel_namespace(e->tableid);
 	e->schema_json = json_string(get_namespace_name(nsp));
 	e->table_json = json_string(get_rel_name(e->tableid));
@@ -943,7 +964,8 @@ publish_change(TriggerData *td)
 	}
 	if (e->topics[op] == NULL)
 		elog(ERROR, "capture trigger fired for an event it was not created for");
-	grelout_publish_change(e->topics[op], change_payload(e, op, newrow, oldrow), key);
+	grelout_publish_change(e->topics[op], change_payload(e, op, newrow, oldrow), key,
+						   e->owner);
 }
 
 /* capture_error_context: "publishing the insert of a row of table t". */

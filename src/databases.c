@@ -185,16 +185,74 @@ relays_in(Oid dboid, int *signalled, int *nsignalled, int maxsignalled)
 	return busy;
 }
 
+/* What take_aside did. */
+typedef enum AsideTaken
+{
+	ASIDE_TAKEN,				/* took an entry, cleared at transaction end */
+	ASIDE_HELD,					/* this backend holds one for the database */
+	ASIDE_FULL					/* none free for this role */
+} AsideTaken;
+
+/*
+ * take_aside: record, in shared memory, that this backend's command wants
+ * the relays out of database dboid, under the rules of shmem.h
+ * (GreloutAside): one entry a backend and database; for a role that is not
+ * a superuser (admin false), at most GRELOUT_ASIDE_PER_ROLE and none of
+ * the entries reserved for superusers.
+ */
+static AsideTaken
+take_aside(Oid dboid, bool admin)
+{
+	Oid			roleid = GetUserId();
+	int			free_entry = -1;
+	int			nfree = 0;
+	int			nrole = 0;
+	AsideTaken	result = ASIDE_FULL;
+
+	SpinLockAcquire(&grelout_shared->mutex);
+	for (int i = 0; i < GRELOUT_MAX_ASIDE; i++)
+	{
+		GreloutAside *a = &grelout_shared->asides[i];
+
+		if (!OidIsValid(a->dboid))
+		{
+			nfree++;
+			if (free_entry < 0)
+				free_entry = i;
+		}
+		else if (a->dboid == dboid && a->pid == MyProcPid)
+			result = ASIDE_HELD;
+		else if (a->roleid == roleid)
+			nrole++;
+	}
+	if (result != ASIDE_HELD && free_entry >= 0 &&
+		(admin || (nfree > GRELOUT_ASIDE_RESERVED &&
+				   nrole < GRELOUT_ASIDE_PER_ROLE)))
+	{
+		GreloutAside *a = &grelout_shared->asides[free_entry];
+
+		a->dboid = dboid;
+		a->roleid = roleid;
+		a->pid = MyProcPid;
+		a->pgprocno = MyProc->pgprocno;
+		result = ASIDE_TAKEN;
+	}
+	SpinLockRelease(&grelout_shared->mutex);
+	return result;
+}
+
 /*
  * step_aside: ask the relays of the database to leave, keep the launcher
  * from starting them again until this transaction ends, and wait (at most
- * ASIDE_WAIT_MS, cancellable) for them to be gone.
+ * ASIDE_WAIT_MS, cancellable) for them to be gone.  A role that is not a
+ * superuser does so only for a database the relays serve (take_aside says
+ * why).
  */
 static void
 step_aside(const char *dbname, bool copy)
 {
 	Oid			dboid = get_database_oid(dbname, true);
-	bool		recorded = false;
+	bool		admin;
 	int			signalled[GRELOUT_MAX_RELAYS];
 	int			nsignalled = 0;
 	TimestampTz deadline;
@@ -202,29 +260,27 @@ step_aside(const char *dbname, bool copy)
 	if (!OidIsValid(dboid) || grelout_shared == NULL || !may_run(dboid, copy))
 		return;
 
-	SpinLockAcquire(&grelout_shared->mutex);
-	for (int i = 0; i < GRELOUT_MAX_ASIDE && !recorded; i++)
-	{
-		GreloutAside *a = &grelout_shared->asides[i];
-
-		if (!OidIsValid(a->dboid))
-		{
-			a->dboid = dboid;
-			a->pid = MyProcPid;
-			a->pgprocno = MyProc->pgprocno;
-			recorded = true;
-		}
-	}
-	SpinLockRelease(&grelout_shared->mutex);
-	if (!recorded)
-	{
-		ereport(WARNING,
-				(errmsg("grelout could not ask the relays to leave database \"%s\": too many such commands at once",
-						dbname)));
+	/* an administrator always gets the relays out; others only from ours */
+	admin = superuser();
+	if (!admin && !grelout_database_served(dboid))
 		return;
+
+	switch (take_aside(dboid, admin))
+	{
+		case ASIDE_TAKEN:
+			holds_asides = true;
+			rescan_at_end = true;
+			break;
+		case ASIDE_HELD:
+			break;
+		case ASIDE_FULL:
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("grelout could not ask the relays to leave database \"%s\": too many such commands at once",
+							dbname),
+					 errhint("Run the command again once other sessions' commands on databases have ended.")));
+			return;
 	}
-	holds_asides = true;
-	rescan_at_end = true;
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ASIDE_WAIT_MS);
 	while (relays_in(dboid, signalled, &nsignalled, lengthof(signalled)) &&

@@ -78,7 +78,8 @@ extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
 /* publish.c */
 extern void grelout_publish_init(void);
 extern void grelout_check_publish_topic(text *topic);
-extern void grelout_publish_change(text *topic, Jsonb *payload, text *key);
+extern void grelout_publish_change(text *topic, Jsonb *payload, text *key,
+								   Oid publisher);
 
 /* store.c: every statement grelout keeps */
 extern struct _SPI_plan *grelout_keep_plan(const char *sql, int nargs,

@@ -108,6 +108,13 @@ static TimestampTz last_scan = 0;
 static int	logged_unprobed = 0;	/* databases not looked at, last logged */
 static TimestampTz register_retry_at = 0;
 
+/* True while the launcher reads pg_database: a cancel then cancels it. */
+static volatile sig_atomic_t in_scan = false;
+/* The last read of pg_database was cancelled: read again soon. */
+static bool scan_cancelled = false;
+/* After a cancelled read of pg_database, the next one this soon. */
+#define SCAN_RETRY_MS			1000
+
 /*
  * grelout_database_check: NULL if value is a valid grelout.database (one
  * name, a comma-separated list, or "*"), else what is wrong with it.
@@ -195,7 +202,8 @@ scan_databases(void)
 	TableScanDesc scan;
 	HeapTuple	tup;
 
-	fresh = MemoryContextAllocZero(TopMemoryContext, sizeof(LauncherDb) * cap);
+	/* in the turn's memory until the read is complete (a cancel drops it) */
+	fresh = palloc0(sizeof(LauncherDb) * cap);
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -249,9 +257,60 @@ scan_databases(void)
 
 	if (old)
 		pfree(old);
-	dbs = fresh;
+	dbs = MemoryContextAlloc(TopMemoryContext, sizeof(LauncherDb) * Max(n, 1));
+	memcpy(dbs, fresh, sizeof(LauncherDb) * n);
+	pfree(fresh);
 	ndbs = n;
 	last_scan = GetCurrentTimestamp();
+}
+
+/*
+ * scan_databases_cancellable: scan_databases, the launcher's only
+ * statement, which pg_cancel_backend cancels as it cancels a backend's
+ * (while it waits for a lock on pg_database, say): the read is abandoned,
+ * logged, and done again in a later turn; the databases the last complete
+ * read found stay in force meanwhile.  Any other error ends the launcher,
+ * as before.  Returns whether the read completed.
+ */
+static bool
+scan_databases_cancellable(void)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool done = false;
+
+	in_scan = true;
+	PG_TRY();
+	{
+		scan_databases();
+		done = true;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		in_scan = false;
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED || ShutdownRequestPending)
+			PG_RE_THROW();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		MemoryContextSwitchTo(cxt);
+		ereport(LOG,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("grelout launcher: its read of pg_database was cancelled"),
+				 errdetail("%s", edata->message),
+				 errhint("It reads pg_database again within %d ms; the relays run on.",
+						 SCAN_RETRY_MS)));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	in_scan = false;
+	/* a cancel that came too late for the read has nothing left to cancel */
+	QueryCancelPending = false;
+	MemoryContextSwitchTo(cxt);
+	scan_cancelled = !done;
+	return done;
 }
 
 /* forget_missing: a listed database exists: log again if it goes. */
@@ -855,6 +914,28 @@ reconcile(const Oid *asides, int nasides)
 	return next;
 }
 
+/*
+ * launcher_sigint: pg_cancel_backend().  While the launcher reads
+ * pg_database it cancels that read, as a backend's statement is cancelled;
+ * at any other time there is no statement to cancel, and the launcher only
+ * wakes.  (PostgreSQL's handler for a background worker with a database
+ * connection would raise the cancel at the next CHECK_FOR_INTERRUPTS,
+ * wherever it is, and the launcher would exit.)
+ */
+static void
+launcher_sigint(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	if (in_scan)
+	{
+		InterruptPending = true;
+		QueryCancelPending = true;
+	}
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
 /* launcher_detach: the launcher exits: backends stop setting its latch. */
 static void
 launcher_detach(int code, Datum arg)
@@ -893,7 +974,9 @@ launcher_attach(void)
  * grelout_launcher_main: entry point of the launcher; never returns.  A
  * SIGTERM (shutdown, pg_terminate_backend) ends it quietly, with exit code
  * 1: the postmaster starts it again unless the server is shutting down.
- * The relays run on meanwhile; the next launcher adopts them.
+ * The relays run on meanwhile; the next launcher adopts them.  A SIGINT
+ * (pg_cancel_backend) cancels at most its read of pg_database
+ * (launcher_sigint).
  */
 void
 grelout_launcher_main(Datum arg)
@@ -902,6 +985,7 @@ grelout_launcher_main(Datum arg)
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGINT, launcher_sigint);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("grelout launcher");
@@ -937,14 +1021,21 @@ grelout_launcher_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			rescan = true;
 		}
-		if (rescan || dbs == NULL ||
+		if (rescan || dbs == NULL || scan_cancelled ||
 			TimestampDifferenceExceeds(last_scan, GetCurrentTimestamp(), RESCAN_MS))
-			scan_databases();
-		choose_wanted();
-		share_relays();
-		restart_in = reconcile(asides, nasides);
-		if (restart_in >= 0)
-			timeout = Min(timeout, restart_in);
+			(void) scan_databases_cancellable();
+		if (scan_cancelled)
+			timeout = SCAN_RETRY_MS;
+
+		/* with no complete read yet, adopted relays are left as they are */
+		if (dbs != NULL)
+		{
+			choose_wanted();
+			share_relays();
+			restart_in = reconcile(asides, nasides);
+			if (restart_in >= 0)
+				timeout = Min(timeout, restart_in);
+		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 timeout, PG_WAIT_EXTENSION);

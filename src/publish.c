@@ -531,12 +531,13 @@ publish(FunctionCallInfo fcinfo, bool v11)
 /*
  * grelout_publish_change: stage one message under the 1.1 schema exactly
  * as outbox_publish(topic, payload, key) would (the same checks of the
- * payload and the key, the same statement, current_user as published_by,
- * the relays woken at commit), for the capture triggers of capture.c.  The
- * topic is the caller's to check; key may be NULL.
+ * payload and the key, the same statement, the relays woken at commit),
+ * for the capture triggers of capture.c, with publisher as published_by
+ * (the captured table's owner, whichever role wrote the row: capture.c,
+ * table_owner).  The topic is the caller's to check; key may be NULL.
  */
 void
-grelout_publish_change(text *topic, Jsonb *payload, text *key)
+grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
 {
 	static Jsonb *no_headers = NULL;
 	pg_uuid_t	id;
@@ -564,7 +565,7 @@ grelout_publish_change(text *topic, Jsonb *payload, text *key)
 	values[3] = JsonbPGetDatum(payload);
 	values[4] = JsonbPGetDatum(no_headers);
 	values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	values[7] = ObjectIdGetDatum(GetUserId());
+	values[7] = ObjectIdGetDatum(publisher);
 	stage_as_publisher(values, nulls, &id);
 	wake_at_commit = true;
 }

@@ -194,6 +194,35 @@ grelout_aside_pending(Oid dboid)
 }
 
 /*
+ * grelout_database_served: do the relays serve this database, or is one of
+ * them starting or running in it?  (The launcher keeps a database's entry
+ * while it wants it served, and takes it before a relay starts there.)
+ */
+bool
+grelout_database_served(Oid dboid)
+{
+	bool		served = false;
+
+	if (grelout_shared == NULL)
+		return false;
+	SpinLockAcquire(&grelout_shared->mutex);
+	for (int i = 0; i < grelout_shared->ndbs; i++)
+		if (grelout_shared->dbs[i].oid == dboid)
+			served = true;
+	SpinLockRelease(&grelout_shared->mutex);
+	for (int i = 0; i < grelout_shared->nslots && !served; i++)
+	{
+		GreloutRelaySlot *slot = &grelout_shared->slots[i];
+
+		SpinLockAcquire(&slot->mutex);
+		served = slot->dboid == dboid &&
+			(slot->state == SLOT_STARTING || slot->state == SLOT_RUNNING);
+		SpinLockRelease(&slot->mutex);
+	}
+	return served;
+}
+
+/*
  * slot_detach: on relay exit, the slot no longer names a process; the
  * launcher is told, to start another or free the slot.
  */

@@ -73,15 +73,34 @@ typedef struct GreloutDbEntry
 	pg_atomic_uint32 leases_recovered;
 } GreloutDbEntry;
 
-/* A database whose relays step aside while a backend's command runs */
+/*
+ * A database whose relays step aside while a backend's command runs
+ * (databases.c).  Entries are taken and cleared under GreloutShared.mutex;
+ * a backend clears its own at the end of its transaction, the launcher
+ * those of a backend gone without clearing them.  They are few and shared
+ * by every role, so that no role can use them up for the others:
+ *
+ * - a backend holds at most one entry a database, whatever number of
+ *   commands on it its transaction runs (renaming it 100 times, say);
+ * - a role that is not a superuser takes no entry for a database that the
+ *   relays neither serve nor are starting in (nothing to step aside from),
+ *   holds at most GRELOUT_ASIDE_PER_ROLE entries over all its backends,
+ *   and never takes one of the last GRELOUT_ASIDE_RESERVED free entries:
+ *   they are kept for superusers, so that an administrator's DROP
+ *   DATABASE of a served database gets its relays out whatever other
+ *   roles do.
+ */
 typedef struct GreloutAside
 {
 	Oid			dboid;			/* InvalidOid: entry free */
+	Oid			roleid;			/* the role running the command */
 	int			pid;			/* the backend running the command */
 	int			pgprocno;
 } GreloutAside;
 
 #define GRELOUT_MAX_ASIDE		64
+#define GRELOUT_ASIDE_RESERVED	8
+#define GRELOUT_ASIDE_PER_ROLE	16
 #define GRELOUT_MAX_POKES		64
 
 typedef struct GreloutShared
@@ -111,6 +130,7 @@ extern GreloutShared *grelout_shared;
 extern GreloutRelaySlot *grelout_slot_attach(int index);
 extern void grelout_wake_launcher(bool rescan, Oid extension_in);
 extern bool grelout_aside_pending(Oid dboid);
+extern bool grelout_database_served(Oid dboid);
 extern void grelout_slot_set_activity(GreloutRelaySlot *slot, const char *activity);
 extern void grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
 							   int dead, int in_flight);

@@ -173,32 +173,61 @@ static const char *release_sql =
 	"  lease = CASE WHEN " EXHAUSTED_11(t) " THEN NULL ELSE $5 END"
 
 /*
- * Per-key ordering (issue 12): a delivery t (an outbox or fanout row) of
- * handler h may be claimed only if h is not ordered, t has no key, or t is
- * the head of its (handler, key): no delivery of the key with a smaller
+ * Per-key ordering (issue 12, per publisher since issue 29): a delivery t
+ * (an outbox or fanout row) of handler h may be claimed only if h is not
+ * ordered, t has no key, or t is the head of its (handler, publisher,
+ * key): no delivery of the key published by the same role with a smaller
  * routing number is unfinished (pending, processing, or dead when h
- * blocks on a dead head), and none of the key is in flight (processing
- * with a live lease; this matters for a redriven delivery of a 'skip'
- * handler, which becomes the head again).  Only when the claim holds the
- * redrive lock ($6, store_claim).  Heads are unique per key, so a claim
- * never takes two of a key.  Each test is an index probe
- * (outbox_key_idx, fanout_key_idx and their _processing twins).
+ * blocks on a dead head), and none of them is in flight (processing with
+ * a live lease; this matters for a redriven delivery of a 'skip' handler,
+ * which becomes the head again).  Only when the claim holds the redrive
+ * lock ($6, store_claim).  Heads are unique per key and publisher, so a
+ * claim never takes two of them.
+ *
+ * The publisher is the message's published_by, NULL for a message stored
+ * under 1.0: NULL is a publisher of its own, compared as
+ * coalesce(published_by, 0) (no role has oid 0), which is what
+ * IS NOT DISTINCT FROM would say, in a form an index can answer
+ * (outbox_publisher_key_idx, 1.2).  A fanout row's publisher is its
+ * message's ("pub": an expression of t).  Each test is an index probe
+ * (outbox_key_idx or, from 1.2, outbox_publisher_key_idx; fanout_key_idx
+ * and the _processing twins, whose rows of other publishers are passed
+ * over).
  */
-#define NO_EARLIER_11(tbl, route, t) \
-	" NOT EXISTS (SELECT 1 FROM " tbl " e WHERE " route \
-	"  e.handler = h.name AND e.key = " t ".key" \
+#define PUB_OUTBOX_11(t) "coalesce(" t ".published_by, 0::oid)"
+#define PUB_FANOUT_11(t) \
+	"(SELECT coalesce(m.published_by, 0::oid) FROM grelout.outbox m" \
+	" WHERE m.id = " t ".message_id)"
+#define NO_EARLIER_OUTBOX_11(t, pub) \
+	" NOT EXISTS (SELECT 1 FROM grelout.outbox e WHERE e.route = 'single'" \
+	"  AND e.handler = h.name AND e.key = " t ".key" \
+	"  AND coalesce(e.published_by, 0::oid) = " pub \
 	"  AND e.state IN ('pending', 'processing', 'dead') AND e.seq < " t ".seq" \
 	"  AND (e.state <> 'dead' OR h.on_dead = 'block'))"
-#define NONE_IN_FLIGHT_11(tbl, route, t) \
-	" NOT EXISTS (SELECT 1 FROM " tbl " e WHERE " route \
-	"  e.handler = h.name AND e.key = " t ".key" \
+#define NO_EARLIER_FANOUT_11(t, pub) \
+	" NOT EXISTS (SELECT 1 FROM grelout.fanout e" \
+	"  JOIN grelout.outbox em ON em.id = e.message_id" \
+	"  WHERE e.handler = h.name AND e.key = " t ".key" \
+	"  AND e.state IN ('pending', 'processing', 'dead') AND e.seq < " t ".seq" \
+	"  AND (e.state <> 'dead' OR h.on_dead = 'block')" \
+	"  AND coalesce(em.published_by, 0::oid) = " pub ")"
+#define NONE_IN_FLIGHT_OUTBOX_11(t, pub) \
+	" NOT EXISTS (SELECT 1 FROM grelout.outbox e WHERE e.route = 'single'" \
+	"  AND e.handler = h.name AND e.key = " t ".key" \
+	"  AND coalesce(e.published_by, 0::oid) = " pub \
 	"  AND e.state = 'processing' AND e.available_at > now())"
-#define HEAD_11(t) \
+#define NONE_IN_FLIGHT_FANOUT_11(t, pub) \
+	" NOT EXISTS (SELECT 1 FROM grelout.fanout e" \
+	"  JOIN grelout.outbox em ON em.id = e.message_id" \
+	"  WHERE e.handler = h.name AND e.key = " t ".key" \
+	"  AND e.state = 'processing' AND e.available_at > now()" \
+	"  AND coalesce(em.published_by, 0::oid) = " pub ")"
+#define HEAD_11(t, pub) \
 	"(NOT h.ordered OR " t ".key IS NULL OR ($6 AND" \
-	NO_EARLIER_11("grelout.outbox", "e.route = 'single' AND", t) " AND" \
-	NO_EARLIER_11("grelout.fanout", "", t) " AND" \
-	NONE_IN_FLIGHT_11("grelout.outbox", "e.route = 'single' AND", t) " AND" \
-	NONE_IN_FLIGHT_11("grelout.fanout", "", t) "))"
+	NO_EARLIER_OUTBOX_11(t, pub) " AND" \
+	NO_EARLIER_FANOUT_11(t, pub) " AND" \
+	NONE_IN_FLIGHT_OUTBOX_11(t, pub) " AND" \
+	NONE_IN_FLIGHT_FANOUT_11(t, pub) "))"
 
 static const char *claim_sql_11 =
 "WITH h AS MATERIALIZED ("
@@ -214,7 +243,7 @@ static const char *claim_sql_11 =
 "   SELECT o.ctid AS tid FROM grelout.outbox o"
 "   WHERE o.handler = h.name AND o.route = 'single'"
 "    AND o.state IN ('pending', 'processing') AND o.available_at <= now()"
-"    AND " HEAD_11("o")
+"    AND " HEAD_11("o", PUB_OUTBOX_11("o"))
 "   ORDER BY o.available_at, o.id LIMIT least(2 * $1, 2 * h.lim)) y) x),"
 " kf AS MATERIALIZED ("
 " SELECT x.tid, x.rk FROM h CROSS JOIN LATERAL ("
@@ -222,7 +251,7 @@ static const char *claim_sql_11 =
 "   SELECT f.ctid AS tid FROM grelout.fanout f"
 "   WHERE f.handler = h.name"
 "    AND f.state IN ('pending', 'processing') AND f.available_at <= now()"
-"    AND " HEAD_11("f")
+"    AND " HEAD_11("f", PUB_FANOUT_11("f"))
 "   ORDER BY f.available_at, f.message_id LIMIT least(2 * $1, 2 * h.lim)) y) x),"
 " ci AS MATERIALIZED ("
 " SELECT o.id, o.handler, o.available_at, false AS fanout, ki.rk"

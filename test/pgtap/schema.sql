@@ -236,9 +236,11 @@ SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
 	WHERE indexrelid = 'grelout.fanout_claim_idx'::regclass),
 	$$(state = ANY (ARRAY['pending'::text, 'processing'::text]))$$,
 	'fanout_claim_idx is partial: pending and processing only');
--- per-key ordering: the head test of the claim
+-- per-key ordering: the head test of the claim (1.2, issue 29: per
+-- publisher on grelout.outbox)
 SELECT has_index('grelout', t, i, c, i || ' is on (' || array_to_string(c, ', ') || ')')
-FROM (VALUES ('outbox', 'outbox_key_idx', ARRAY['handler', 'key', 'seq']::name[]),
+FROM (VALUES ('outbox', 'outbox_publisher_key_idx',
+		ARRAY['handler', 'key', 'COALESCE(published_by, (0)::oid)', 'seq']::name[]),
 	('outbox', 'outbox_key_processing_idx', ARRAY['handler', 'key']::name[]),
 	('fanout', 'fanout_key_idx', ARRAY['handler', 'key', 'seq']::name[]),
 	('fanout', 'fanout_key_processing_idx', ARRAY['handler', 'key']::name[])) AS v(t, i, c);
