@@ -3,7 +3,8 @@
  * headers.c
  *	  libFuzzer target: header name and value validation
  *	  (edge_header_name_valid, edge_header_name_reserved,
- *	  edge_header_value_valid, edge_header_name_message_reserved), which
+ *	  edge_header_value_valid, edge_header_name_message_reserved,
+ *	  edge_header_value_blank), which
  *	  stand between users' JSON and the request the relay writes.
  *
  * The input is "name" NUL "value".  Each verdict is compared with a plain
@@ -46,6 +47,25 @@ reserved_model(const char *n, size_t len)
 	return false;
 }
 
+/* message_reserved_model: the 1.2 names only messages may not set, restated. */
+static bool
+message_reserved_model(const char *n, size_t len)
+{
+	static const char *const names[] = {
+		"authorization", "proxy-authorization", "cookie", "keep-alive",
+		"proxy-connection", "te", "trailer", "upgrade", "expect",
+		"content-encoding", NULL
+	};
+
+	if (len >= 8 && strncasecmp(n, "webhook-", 8) == 0 && memchr(n, 0, 8) == NULL)
+		return true;
+	for (int i = 0; names[i]; i++)
+		if (len == strlen(names[i]) && strncasecmp(n, names[i], len) == 0 &&
+			memchr(n, 0, len) == NULL)
+			return true;
+	return false;
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -59,11 +79,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool		reserved = edge_header_name_reserved(name, nlen);
 	bool		model;
 
-	/* messages may not set what handlers may: the credentials too */
+	/*
+	 * messages may not set what handlers may, nor the credentials, the
+	 * webhook-* namespace, or the hop-by-hop and framing headers
+	 */
 	CHECK(edge_header_name_message_reserved(name, nlen) ==
-		  (reserved || (nlen == 13 && strncasecmp(name, "authorization", 13) == 0 && !memchr(name, 0, 13)) ||
-		   (nlen == 19 && strncasecmp(name, "proxy-authorization", 19) == 0 && !memchr(name, 0, 19)) ||
-		   (nlen == 6 && strncasecmp(name, "cookie", 6) == 0 && !memchr(name, 0, 6))));
+		  (reserved || message_reserved_model(name, nlen)));
+	/* blank: only spaces and tabs */
+	model = true;
+	for (size_t i = 0; i < vlen && model; i++)
+		model = value[i] == ' ' || value[i] == '\t';
+	CHECK(edge_header_value_blank(value, vlen) == model);
 
 	/* name: 1..256 token characters */
 	model = nlen >= 1 && nlen <= GRELOUT_HEADER_NAME_MAX;

@@ -9,7 +9,8 @@
  * delay is never negative nor above retry_max (nor above the Retry-After
  * delay when one applies); nothing is dead before its last attempt with
  * dead_letter on, or ever with it off but for 410; a sanitized copy is
- * printable ASCII, NUL-terminated, within its buffer.
+ * printable ASCII, NUL-terminated, within its buffer; the outcome class
+ * of any stored text is "http NNN" or one of a few fixed words.
  *
  * fuzz/run links src/edge.c and src/sign.c only, so the decision is built
  * into this target by including its source.
@@ -84,5 +85,34 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < n; i++)
 		CHECK(buf[i] >= 0x20 && buf[i] < 0x7f);
 	CHECK(n == 0 || buf[n - 1] != ' ');
+
+	/*
+	 * the class of the same bytes as a stored last_error: "http NNN" or
+	 * one of the fixed words, never a byte of the text beyond its status
+	 */
+	{
+		static const char *const words[] = {
+			"dns", "timeout", "tls", "blocked network", "protocol not allowed",
+			"empty reply", "connection broken", "internal error",
+			"connection refused", "unreachable", "connection failed",
+			"transport error", "http", NULL
+		};
+		char		cls[OUTCOME_CLASS_MAX];
+		size_t		cn = outcome_class((int) (in.status % 2000) - 500,
+									   (const char *) body, body_len, cls, sizeof(cls));
+		bool		known = false;
+
+		CHECK(cn == strlen(cls));
+		CHECK((cn == 0) == (in.status % 2000 <= 500 && body_len == 0));
+		if (cn > 5 && memcmp(cls, "http ", 5) == 0)
+		{
+			known = cn <= 8;
+			for (size_t i = 5; i < cn; i++)
+				known = known && cls[i] >= '0' && cls[i] <= '9';
+		}
+		for (int i = 0; words[i] && !known; i++)
+			known = strcmp(cls, words[i]) == 0;
+		CHECK(cn == 0 || known);
+	}
 	return 0;
 }

@@ -2,7 +2,7 @@
  *
  * topic.c
  *	  libFuzzer target: edge_topic_pattern_valid() and edge_topic_match(),
- *	  the handlers' topic patterns.  The input is a pattern and a topic
+ *	  the handlers' topic patterns, and edge_topic_reserved().  The input is a pattern and a topic
  *	  separated by the first newline (no newline: the input is both).
  *
  * Invariants: matching agrees with a reference matcher (dynamic
@@ -14,6 +14,7 @@
  *-------------------------------------------------------------------------
  */
 #include <stdbool.h>
+#include <strings.h>
 
 #include "fuzz.h"
 #include "route.h"
@@ -109,6 +110,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(edge_topic_match(pattern, plen, pattern, plen) || wild);
 	}
 	CHECK(edge_topic_match("#", 1, topic, tlen) == !grelout_topic);
+
+	/* reserved for grelout: first segment "grelout", any letter case */
+	CHECK(edge_topic_reserved(topic, tlen) ==
+		  (tlen >= 7 && strncasecmp(topic, "grelout", 7) == 0 &&
+		   memchr(topic, 0, 7) == NULL && (tlen == 7 || topic[7] == '.')));
+	if (grelout_topic)
+		CHECK(edge_topic_reserved(topic, tlen));
 
 	free(topic);
 	free(pattern);

@@ -81,7 +81,7 @@ FROM unnest(ARRAY['content-type', 'Content-Type', 'CONTENT-LENGTH', 'Host',
 -- one bad header among good ones is enough
 SELECT pg_temp.try($$SELECT outbox_publish('t', '{}', headers => '{"traceparent": "00-1", "Host": "evil"}')$$) AS one_bad_among_good;
 -- names that merely resemble reserved ones are fine
-SELECT pg_temp.try($$SELECT outbox_publish('near', '{}', headers => '{"x-content-type": "a", "content-type-x": "b", "hosts": "c", "x-grelout-topic": "d", "grelout": "e", "webhook-idx": "f"}')$$) AS near_reserved_names;
+SELECT pg_temp.try($$SELECT outbox_publish('near', '{}', headers => '{"x-content-type": "a", "content-type-x": "b", "hosts": "c", "x-grelout-topic": "d", "grelout": "e", "webhooks-id": "f"}')$$) AS near_reserved_names;
 
 -- a negative delay, also when mixing units
 SELECT pg_temp.try($$SELECT outbox_publish('t', '{}', delay => '-1 second')$$) AS delay_negative;

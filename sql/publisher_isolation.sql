@@ -142,11 +142,12 @@ SELECT pg_temp.try($$SELECT outbox_publish('iso.hdr', '{}', headers => '{"X-HTTP
 SELECT pg_temp.try($$INSERT INTO grelout.handlers (topic, url, headers, enabled)
 	VALUES ('iso.hdr', 'http://127.0.0.1:9/', '{"Authorization": "Bearer h", "Cookie": "s=1", "Proxy-Authorization": "Basic x"}', false)$$) AS handler_credentials_ok;
 
--- topics beginning with "grelout." are grelout's own
+-- topics whose first segment is "grelout" are grelout's own, in any
+-- letter case, the bare "grelout" too (1.2, issue 29; 1.1 took these two)
 SELECT pg_temp.try($$SELECT outbox_publish('grelout.handler.disabled', '{}')$$) AS reserved_topic;
 SELECT pg_temp.try($$SELECT outbox_publish('grelout.', '{}')$$) AS reserved_prefix;
-SELECT pg_temp.try($$SELECT outbox_publish('grelout', '{}')$$) AS grelout_alone_ok;
-SELECT pg_temp.try($$SELECT outbox_publish('Grelout.x', '{}')$$) AS other_case_ok;
+SELECT pg_temp.try($$SELECT outbox_publish('grelout', '{}')$$) AS grelout_alone_reserved;
+SELECT pg_temp.try($$SELECT outbox_publish('Grelout.x', '{}')$$) AS other_case_reserved;
 
 -- delays and timeouts are converted once, overflow-checked (issue 9, 8;
 -- issue 15, 4): a month counts 30 days, a year 365.25, as extract(epoch)

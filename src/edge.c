@@ -124,22 +124,43 @@ edge_header_name_reserved(const char *name, size_t len)
 
 /*
  * edge_header_name_message_reserved: a name a message may not set: every
- * reserved name, and the credentials a handler (or its URL) may carry:
- * authorization, proxy-authorization and cookie.
+ * reserved name; the credentials a handler (or its URL) may carry
+ * (authorization, proxy-authorization, cookie); the whole webhook-*
+ * namespace (Standard Webhooks); and the hop-by-hop and framing headers,
+ * which would change how the request is carried rather than what it says.
  */
 bool
 edge_header_name_message_reserved(const char *name, size_t len)
 {
-	static const char *const credentials[] = {
-		"authorization", "proxy-authorization", "cookie", NULL
+	static const char *const names[] = {
+		/* credentials */
+		"authorization", "proxy-authorization", "cookie",
+		/* hop-by-hop and framing (RFC 9110 7.6.1, 9112) */
+		"keep-alive", "proxy-connection", "te", "trailer", "upgrade",
+		"expect", "content-encoding",
+		NULL
 	};
 
-	if (edge_header_name_reserved(name, len))
+	if (edge_header_name_reserved(name, len) || ieq_prefix(name, len, "webhook-"))
 		return true;
-	for (int i = 0; credentials[i] != NULL; i++)
-		if (len == strlen(credentials[i]) && ieq_prefix(name, len, credentials[i]))
+	for (int i = 0; names[i] != NULL; i++)
+		if (len == strlen(names[i]) && ieq_prefix(name, len, names[i]))
 			return true;
 	return false;
+}
+
+/*
+ * edge_header_value_blank: the value is empty or only spaces and HTABs.
+ * libcurl sends no header for such a value, and drops its own header of
+ * that name with it.
+ */
+bool
+edge_header_value_blank(const char *value, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (value[i] != ' ' && value[i] != '\t')
+			return false;
+	return true;
 }
 
 /*
@@ -608,30 +629,99 @@ edge_interval_usecs(int32_t months, int32_t days, int64_t usecs, int64_t *total)
 	return true;
 }
 
+/*
+ * A block of addresses and the class of the addresses in it.  The tables
+ * below follow the IANA IPv4 and IPv6 Special-Purpose Address Registries
+ * (and the multicast and address-space registries): a block that the
+ * registry does not mark globally reachable is refused, and so is the
+ * whole of 192.0.0.0/24 and 2001::/23, whose few globally reachable
+ * entries are anycast services (PCP, TURN, AMT, DNS-SD SRP) that answer
+ * from the nearest such server, often one inside the local network, or
+ * identifiers that are no endpoint (ORCHIDv2, drone remote ID).  The
+ * first block that holds an address decides; README lists the same rows.
+ */
+typedef struct AddrBlock
+{
+	unsigned char prefix[16];
+	int			bits;
+	EdgeAddrClass cls;
+} AddrBlock;
+
+static const AddrBlock v4_blocks[] = {
+	{{0}, 8, EDGE_ADDR_UNSPECIFIED},	/* "this network" */
+	{{10}, 8, EDGE_ADDR_PRIVATE},
+	{{100, 64}, 10, EDGE_ADDR_PRIVATE}, /* shared address space (CGN) */
+	{{127}, 8, EDGE_ADDR_LOOPBACK},
+	{{169, 254}, 16, EDGE_ADDR_LINK_LOCAL},
+	{{172, 16}, 12, EDGE_ADDR_PRIVATE},
+	{{192, 0, 0}, 24, EDGE_ADDR_RESERVED},	/* IETF protocol assignments */
+	{{192, 0, 2}, 24, EDGE_ADDR_RESERVED},	/* documentation */
+	{{192, 88, 99}, 24, EDGE_ADDR_RESERVED},	/* deprecated 6to4 relay anycast */
+	{{192, 168}, 16, EDGE_ADDR_PRIVATE},
+	{{198, 18}, 15, EDGE_ADDR_RESERVED},	/* benchmarking */
+	{{198, 51, 100}, 24, EDGE_ADDR_RESERVED},	/* documentation */
+	{{203, 0, 113}, 24, EDGE_ADDR_RESERVED},	/* documentation */
+	{{224}, 4, EDGE_ADDR_MULTICAST},
+	{{240}, 4, EDGE_ADDR_RESERVED}, /* reserved, and 255.255.255.255 */
+};
+
+/*
+ * IPv6 blocks checked after the unspecified and loopback addresses and the
+ * three forms that carry an IPv4 address (::ffff:0:0/96, 64:ff9b::/96,
+ * 2002::/16), which are judged by that address.
+ */
+static const AddrBlock v6_blocks[] = {
+	{{0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01}, 48, EDGE_ADDR_PRIVATE},	/* local-use NAT64 */
+	{{0xFC}, 7, EDGE_ADDR_PRIVATE}, /* unique local */
+	{{0xFE, 0xC0}, 10, EDGE_ADDR_PRIVATE},	/* site-local (deprecated) */
+	{{0xFE, 0x80}, 10, EDGE_ADDR_LINK_LOCAL},
+	{{0xFF}, 8, EDGE_ADDR_MULTICAST},
+	{{0x20, 0x01, 0x00, 0x00}, 23, EDGE_ADDR_RESERVED},	/* IETF protocol assignments, Teredo */
+	{{0x20, 0x01, 0x0D, 0xB8}, 32, EDGE_ADDR_RESERVED},	/* documentation */
+	{{0x3F, 0xFF}, 20, EDGE_ADDR_RESERVED}, /* documentation */
+	/* outside 2000::/3, global unicast, nothing is assigned to a host */
+	{{0x00}, 3, EDGE_ADDR_RESERVED},
+	{{0x40}, 2, EDGE_ADDR_RESERVED},
+	{{0x80}, 1, EDGE_ADDR_RESERVED},
+};
+
+/* prefix_match: do the first bits bits of a and b agree? */
+static bool
+prefix_match(const unsigned char *a, const unsigned char *b, int bits)
+{
+	int			full = bits / 8;
+	int			rest = bits % 8;
+
+	if (memcmp(a, b, full) != 0)
+		return false;
+	if (rest == 0)
+		return true;
+	return ((a[full] ^ b[full]) & (0xFF << (8 - rest))) == 0;
+}
+
+/* block_class: the class of the first block holding a, or public. */
+static EdgeAddrClass
+block_class(const AddrBlock *blocks, size_t n, const unsigned char *a)
+{
+	for (size_t i = 0; i < n; i++)
+		if (prefix_match(blocks[i].prefix, a, blocks[i].bits))
+			return blocks[i].cls;
+	return EDGE_ADDR_PUBLIC;
+}
+
 /* v4_class: the class of an IPv4 address given as 4 bytes. */
 static EdgeAddrClass
 v4_class(const unsigned char *a)
 {
-	if (a[0] == 0)
-		return EDGE_ADDR_UNSPECIFIED;
-	if (a[0] == 127)
-		return EDGE_ADDR_LOOPBACK;
-	if (a[0] == 10 || (a[0] == 172 && (a[1] & 0xF0) == 16) ||
-		(a[0] == 192 && a[1] == 168) || (a[0] == 100 && (a[1] & 0xC0) == 64))
-		return EDGE_ADDR_PRIVATE;
-	if (a[0] == 169 && a[1] == 254)
-		return EDGE_ADDR_LINK_LOCAL;
-	if ((a[0] & 0xF0) == 224)
-		return EDGE_ADDR_MULTICAST;
-	if ((a[0] & 0xF0) == 240 || (a[0] == 192 && a[1] == 0 && a[2] == 0) ||
-		(a[0] == 198 && (a[1] & 0xFE) == 18))
-		return EDGE_ADDR_RESERVED;
-	return EDGE_ADDR_PUBLIC;
+	return block_class(v4_blocks, sizeof(v4_blocks) / sizeof(v4_blocks[0]), a);
 }
 
 /*
- * edge_addr_class: where an address points.  IPv4-mapped, IPv4-compatible,
- * NAT64 and 6to4 IPv6 addresses are judged by the IPv4 address they carry.
+ * edge_addr_class: where an address points.  IPv4-mapped (::ffff:0:0/96),
+ * NAT64 (64:ff9b::/96) and 6to4 (2002::/16) IPv6 addresses are judged by
+ * the IPv4 address they carry; the deprecated IPv4-compatible form
+ * (::/96) is reserved, as is all of IPv6 outside 2000::/3 but the blocks
+ * the tables name.
  */
 EdgeAddrClass
 edge_addr_class(const struct sockaddr *sa)
@@ -655,18 +745,11 @@ edge_addr_class(const struct sockaddr *sa)
 			return EDGE_ADDR_UNSPECIFIED;
 		if (memcmp(a, zero, 15) == 0 && a[15] == 1)
 			return EDGE_ADDR_LOOPBACK;
-		if (memcmp(a, mapped, 12) == 0 || memcmp(a, zero, 12) == 0 ||
-			memcmp(a, nat64, 12) == 0)
+		if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0)
 			return v4_class(a + 12);
 		if (a[0] == 0x20 && a[1] == 0x02)
 			return v4_class(a + 2);
-		if ((a[0] & 0xFE) == 0xFC || (a[0] == 0xFE && (a[1] & 0xC0) == 0xC0))
-			return EDGE_ADDR_PRIVATE;
-		if (a[0] == 0xFE && (a[1] & 0xC0) == 0x80)
-			return EDGE_ADDR_LINK_LOCAL;
-		if (a[0] == 0xFF)
-			return EDGE_ADDR_MULTICAST;
-		return EDGE_ADDR_PUBLIC;
+		return block_class(v6_blocks, sizeof(v6_blocks) / sizeof(v6_blocks[0]), a);
 	}
 	return EDGE_ADDR_RESERVED;
 }
@@ -751,20 +834,6 @@ edge_cidr_parse(const char *text, size_t len, EdgeCidr *cidr)
 	}
 	cidr->prefix = (prefix < 0) ? maxprefix : prefix;
 	return true;
-}
-
-/* prefix_match: do the first bits bits of a and b agree? */
-static bool
-prefix_match(const unsigned char *a, const unsigned char *b, int bits)
-{
-	int			full = bits / 8;
-	int			rest = bits % 8;
-
-	if (memcmp(a, b, full) != 0)
-		return false;
-	if (rest == 0)
-		return true;
-	return ((a[full] ^ b[full]) & (0xFF << (8 - rest))) == 0;
 }
 
 /*

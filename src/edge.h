@@ -26,6 +26,7 @@ extern bool edge_header_name_valid(const char *name, size_t len);
 extern bool edge_header_value_valid(const char *value, size_t len);
 extern bool edge_header_name_reserved(const char *name, size_t len);
 extern bool edge_header_name_message_reserved(const char *name, size_t len);
+extern bool edge_header_value_blank(const char *value, size_t len);
 extern bool edge_control_free(const char *s, size_t len, bool allow_htab);
 
 /* URLs of handlers */

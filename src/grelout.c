@@ -208,6 +208,15 @@ check_database(char **newval, void **extra, GucSource source)
 }
 
 /*
+ * Every grelout setting is shown to administrators only (SHOW,
+ * current_setting, pg_settings): superusers and members of
+ * pg_read_all_settings, as for PostgreSQL's own superuser-only settings.
+ * A publisher has no use for them, and they say where the relays connect
+ * and what they let through (grelout.allowed_networks, ca_file, role).
+ */
+#define ADMIN_ONLY	GUC_SUPERUSER_ONLY
+
+/*
  * define_settings: create every grelout.* setting with its default, range
  * and context, then reserve the prefix so a misspelt name is an error.
  */
@@ -217,102 +226,102 @@ define_settings(void)
 	DefineCustomStringVariable("grelout.database",
 							   "Databases whose outbox the relays serve: a name, a comma-separated list, or * for every database with the extension.",
 							   NULL, &grelout_database, "postgres",
-							   PGC_SIGHUP, 0, check_database, NULL, NULL);
+							   PGC_SIGHUP, ADMIN_ONLY, check_database, NULL, NULL);
 	DefineCustomStringVariable("grelout.role",
 							   "Role the relays connect as; empty means the bootstrap superuser.",
 							   NULL, &grelout_role, "",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+							   PGC_POSTMASTER, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.workers",
 							"Number of relay processes per served database.",
 							NULL, &grelout_workers, 1, 0, GRELOUT_MAX_WORKERS,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.max_relays",
 							"Most relay processes over all served databases.",
 							NULL, &grelout_max_relays, 16, 1, GRELOUT_MAX_RELAYS,
-							PGC_POSTMASTER, 0, NULL, NULL, NULL);
+							PGC_POSTMASTER, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomBoolVariable("grelout.relay",
 							 "Whether this server's relays claim and deliver messages.",
 							 NULL, &grelout_relay_enabled, true,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+							 PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.poll_interval",
 							"Fallback poll interval when nothing wakes a relay.",
 							NULL, &grelout_poll_interval, 1500, 10, 3600 * 1000,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.batch_size",
 							"Most messages a relay claims at once, capped by free request slots.",
 							NULL, &grelout_batch_size, 100, 1, 10000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.concurrency",
 							"Most requests in flight at once, per relay.",
 							NULL, &grelout_concurrency, 50, 1, 1000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.lease_duration",
 							"How long a claimed message stays invisible to other relays.",
 							NULL, &grelout_lease_duration, 30000, 1000, 24 * 3600 * 1000,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.request_timeout",
 							"Default timeout of one webhook request.",
 							NULL, &grelout_request_timeout, 10000, 100, 3600 * 1000,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.max_attempts",
 							"Delivery attempts before a message is dead-lettered.",
 							NULL, &grelout_max_attempts, 10, 1, 1000000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.retry_base",
 							"Base of the exponential retry backoff.",
 							NULL, &grelout_retry_base, 1000, 1, 24 * 3600 * 1000,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.retry_max",
 							"Ceiling of the retry backoff.",
 							NULL, &grelout_retry_max, 300000, 1, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomRealVariable("grelout.retry_jitter",
 							 "Fraction of the backoff that is randomised (1 = full jitter).",
 							 NULL, &grelout_retry_jitter, 1.0, 0.0, 1.0,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+							 PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomBoolVariable("grelout.dead_letter",
 							 "Whether a message is dead-lettered after its last attempt; off retries forever.",
 							 NULL, &grelout_dead_letter, true,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+							 PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomStringVariable("grelout.keep_delivered",
 							   "Keep delivered rows: off, on, or an interval after which the relay purges them.",
 							   NULL, &grelout_keep_delivered, "off",
-							   PGC_SIGHUP, 0,
+							   PGC_SIGHUP, ADMIN_ONLY,
 							   check_keep_delivered, assign_keep_delivered, NULL);
 	DefineCustomIntVariable("grelout.max_payload_size",
 							"Largest payload outbox_publish accepts, in bytes of JSON text.",
 							NULL, &grelout_max_payload_size, 1024 * 1024, 1, 256 * 1024 * 1024,
-							PGC_SUSET, GUC_UNIT_BYTE, NULL, NULL, NULL);
+							PGC_SUSET, ADMIN_ONLY | GUC_UNIT_BYTE, NULL, NULL, NULL);
 	DefineCustomStringVariable("grelout.ca_file",
 							   "CA bundle used to verify HTTPS endpoints; empty means the system CAs.",
 							   NULL, &grelout_ca_file, "",
-							   PGC_SIGHUP, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+							   PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomBoolVariable("grelout.block_private_networks",
 							 "Refuse endpoints that resolve to loopback, private, link-local or unspecified addresses.",
 							 NULL, &grelout_block_private_networks, false,
-							 PGC_SIGHUP, 0, NULL, NULL, NULL);
+							 PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomStringVariable("grelout.allowed_networks",
 							   "Comma-separated CIDRs let through when private networks are blocked.",
 							   NULL, &grelout_allowed_networks_string, "",
-							   PGC_SIGHUP, 0,
+							   PGC_SIGHUP, ADMIN_ONLY,
 							   check_allowed_networks, assign_allowed_networks, NULL);
 
 	DefineCustomIntVariable("grelout.max_in_flight",
 							"Default cap on one handler's requests in flight over all relays; 0 means the fair share only.",
 							NULL, &grelout_max_in_flight, 0, 0, 100000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.breaker_threshold",
 							"Consecutive failed attempts that open a handler's circuit breaker; 0 means no breaker.",
 							NULL, &grelout_breaker_threshold, 5, 0, 1000000,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.breaker_cooldown",
 							"First wait of an open breaker before a probe; doubles on each failed probe up to grelout.retry_max.",
 							NULL, &grelout_breaker_cooldown, 30000, 1, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_MS, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.disable_after",
 							"How long a breaker may stay open before its handler is disabled; 0 means never.",
 							NULL, &grelout_disable_after, 5 * 24 * 3600, 0, INT_MAX,
-							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_S, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("grelout");
 }

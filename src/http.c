@@ -558,6 +558,7 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 
 	req->result = CURLE_OK;
 	req->status = 0;
+	req->os_errno = 0;
 	req->body_cut = false;
 	req->has_retry_after = false;
 	req->retry_after_ms = 0;
@@ -661,6 +662,8 @@ http_engine_next_done(HttpEngine *engine)
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &req);
 		req->result = msg->data.result;
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &req->status);
+		if (req->result != CURLE_OK)
+			curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &req->os_errno);
 		curl_multi_remove_handle(engine->multi, easy);
 		handle_put(engine, req->handle);
 		req->handle = NULL;
@@ -708,7 +711,11 @@ http_request_describe_error(const HttpRequest *req, char *buf, size_t len)
 			what = "could not resolve host";
 			break;
 		case CURLE_COULDNT_CONNECT:
-			what = "could not connect";
+			/* libcurl 7.88 says "Couldn't connect to server" for all */
+			what = req->os_errno == ECONNREFUSED ? "could not connect (connection refused)" :
+				req->os_errno == ETIMEDOUT ? "could not connect (timed out)" :
+				(req->os_errno == ENETUNREACH || req->os_errno == EHOSTUNREACH) ?
+				"could not connect (unreachable)" : "could not connect";
 			break;
 		case CURLE_OPERATION_TIMEDOUT:
 			snprintf(buf, len, "timed out after %ld ms%s%s", req->timeout_ms,

@@ -34,6 +34,7 @@ typedef struct HttpRequest
 	/* set by the engine */
 	CURLcode	result;
 	long		status;			/* 0 when no response arrived */
+	long		os_errno;		/* errno of a failed connect, else 0 */
 	bool		body_cut;		/* the body was longer than we read */
 	bool		has_retry_after;
 	int64_t		retry_after_ms;

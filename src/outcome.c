@@ -14,9 +14,15 @@
  *	  - anything else (3xx, other status, transport failure): retry with
  *		capped exponential backoff and jitter.
  *
+ *	  And the outcome class of a stored attempt (outcome_class), which is
+ *	  what a publisher is shown of it: never an address nor a body.
+ *
  *-------------------------------------------------------------------------
  */
 #include "outcome.h"
+
+#include <stdio.h>
+#include <string.h>
 
 /*
  * outcome_backoff_ms: min(max, base * 2^(attempts-1)), with the jitter
@@ -120,4 +126,111 @@ outcome_sanitize(const char *src, size_t len, char *dst, size_t cap)
 		n--;
 	dst[n] = '\0';
 	return n;
+}
+
+/* starts_with: does s (of len bytes) begin with the C string p? */
+static bool
+starts_with(const char *s, size_t len, const char *p)
+{
+	size_t		plen = strlen(p);
+
+	return len >= plen && memcmp(s, p, plen) == 0;
+}
+
+/* contains: does s (of len bytes) hold the C string p? */
+static bool
+contains(const char *s, size_t len, const char *p)
+{
+	size_t		plen = strlen(p);
+
+	for (size_t i = 0; plen <= len && i <= len - plen; i++)
+		if (memcmp(s + i, p, plen) == 0)
+			return true;
+	return false;
+}
+
+/* put_class: copy the C string c into out (of cap bytes); its length. */
+static size_t
+put_class(const char *c, char *out, size_t cap)
+{
+	size_t		n = strlen(c);
+
+	if (cap == 0)
+		return 0;
+	if (n > cap - 1)
+		n = cap - 1;
+	memcpy(out, c, n);
+	out[n] = '\0';
+	return n;
+}
+
+/*
+ * outcome_class: the class of an attempt's outcome from what is stored of
+ * it: its HTTP status when it got one (status > 0), else its last_error
+ * as the relay writes it ("HTTP 503: <body>", "could not resolve host:
+ * ...", "timed out after ...", ...).  The class is "http NNN" or one of
+ * a few words ("timeout", "connection refused", "tls", "dns", ...); it
+ * never holds an address, a host name or any byte of a response body, so
+ * a publisher may see it.  Writes it NUL-terminated into out (cap bytes,
+ * OUTCOME_CLASS_MAX is enough) and returns its length: 0 when there is
+ * nothing to say (no status, no error).
+ */
+size_t
+outcome_class(int status, const char *error, size_t len, char *out, size_t cap)
+{
+	char		buf[OUTCOME_CLASS_MAX];
+	static const struct
+	{
+		const char *prefix;
+		const char *cls;
+	}			prefixes[] = {
+		{"could not resolve host", "dns"},
+		{"timed out after", "timeout"},
+		{"TLS failure", "tls"},
+		{"refused to connect to ", "blocked network"},
+		{"protocol not allowed", "protocol not allowed"},
+		{"empty reply from server", "empty reply"},
+		{"connection broken", "connection broken"},
+		{"out of memory in libcurl", "internal error"},
+		{"libcurl refused the request", "internal error"},
+	};
+
+	if (cap > 0)
+		out[0] = '\0';
+	/* a 1.0 row, or a row of a failure without a status: the text says */
+	if (status <= 0 && error != NULL && starts_with(error, len, "HTTP "))
+	{
+		int			code = 0;
+		size_t		i = 5;
+
+		while (i < len && i < 8 && error[i] >= '0' && error[i] <= '9')
+			code = code * 10 + (error[i++] - '0');
+		if (i == 8 && (i == len || error[i] == ':' || error[i] == ' '))
+			status = code;
+	}
+	if (status > 0)
+	{
+		if (status > 999)
+			return put_class("http", out, cap);
+		snprintf(buf, sizeof(buf), "http %d", status);
+		return put_class(buf, out, cap);
+	}
+	if (error == NULL || len == 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (starts_with(error, len, prefixes[i].prefix))
+			return put_class(prefixes[i].cls, out, cap);
+	if (starts_with(error, len, "could not connect"))
+	{
+		if (starts_with(error, len, "could not connect (connection refused)") ||
+			contains(error, len, "Connection refused"))
+			return put_class("connection refused", out, cap);
+		if (starts_with(error, len, "could not connect (timed out)") ||
+			contains(error, len, "Connection timed out"))
+			return put_class("timeout", out, cap);
+		if (starts_with(error, len, "could not connect (unreachable)"))
+			return put_class("unreachable", out, cap);
+		return put_class("connection failed", out, cap);
+	}
+	return put_class("transport error", out, cap);
 }

@@ -47,4 +47,9 @@ extern int64_t outcome_backoff_ms(int attempts, int64_t base_ms, int64_t max_ms,
 								  double jitter, double draw);
 extern size_t outcome_sanitize(const char *src, size_t len, char *dst, size_t cap);
 
+/* Room for the longest outcome class, with its NUL. */
+#define OUTCOME_CLASS_MAX	32
+extern size_t outcome_class(int status, const char *error, size_t len,
+							char *out, size_t cap);
+
 #endif							/* GRELOUT_OUTCOME_H */

@@ -39,6 +39,8 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "outcome.h"
+#include "route.h"
 #include "store.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"
@@ -338,18 +340,19 @@ check_length(text *value, const char *what, int max)
 
 /*
  * grelout_check_publish_topic: a topic outbox_publish of the 1.1 schema
- * takes (grelout_check_topic's rules, and not one of grelout's own).
+ * (and later) and the capture triggers take: grelout_check_topic's rules,
+ * and not one of grelout's own, whose first segment is "grelout" in any
+ * letter case (edge_topic_reserved).
  */
 void
 grelout_check_publish_topic(text *topic)
 {
 	grelout_check_topic(topic, "topic");
-	if (VARSIZE_ANY_EXHDR(topic) >= 8 &&
-		memcmp(VARDATA_ANY(topic), "grelout.", 8) == 0)
+	if (edge_topic_reserved(VARDATA_ANY(topic), VARSIZE_ANY_EXHDR(topic)))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topics beginning with \"grelout.\" are reserved"),
-				 errdetail("grelout publishes its own operational events there.")));
+				 errmsg("topics whose first segment is \"grelout\" are reserved"),
+				 errdetail("grelout publishes its own operational events there; the first segment is compared in any letter case, and the topic \"grelout\" alone is reserved too.")));
 }
 
 /*
@@ -585,12 +588,47 @@ grelout_publish_1_1(PG_FUNCTION_ARGS)
 }
 
 /*
+ * status_row: one row of outbox_message_status from a row of status_plan
+ * (state, attempts, last_error, available_at, created_at, topic, handler,
+ * last_status): its last_error column is the outcome class of the last
+ * attempt (outcome_class), never the stored text, which may quote the
+ * endpoint's address or the start of its response (a token it echoes).
+ */
+static void
+status_row(ReturnSetInfo *rsinfo, HeapTuple tuple, TupleDesc desc)
+{
+	Datum		values[8];
+	bool		nulls[8];
+
+	heap_deform_tuple(tuple, desc, values, nulls);
+	if (!nulls[2] || !nulls[7])
+	{
+		char		cls[OUTCOME_CLASS_MAX];
+		text	   *error = nulls[2] ? NULL : DatumGetTextPP(values[2]);
+		int			status = nulls[7] ? 0 : DatumGetInt32(values[7]);
+
+		if (outcome_class(status, error ? VARDATA_ANY(error) : NULL,
+						  error ? VARSIZE_ANY_EXHDR(error) : 0,
+						  cls, sizeof(cls)) > 0)
+		{
+			values[2] = CStringGetTextDatum(cls);
+			nulls[2] = false;
+		}
+		else
+			nulls[2] = true;
+	}
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
  * grelout_message_status_1_1: outbox_message_status(id) RETURNS TABLE
  * (state, attempts, last_error, available_at, created_at, topic, handler):
  * the message with this id if the calling role (current_user) published
  * it, one row a delivery (its inline delivery, or each fan-out row; one
  * row with handler NULL while it is not routed or waits for a handler);
- * no row for another role's message or an unknown id.  Runs as its caller and raises its privileges for its one query.
+ * no row for another role's message or an unknown id.  last_error is the
+ * outcome class of the delivery's last attempt (status_row).  Runs as its
+ * caller and raises its privileges for its one query.
  */
 Datum
 grelout_message_status_1_1(PG_FUNCTION_ARGS)
@@ -619,14 +657,14 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 		if (status_plan == NULL)
 			status_plan = grelout_keep_plan(
 											"SELECT d.state, d.attempts, d.last_error, d.available_at,"
-											" o.created_at, o.topic, d.handler"
+											" o.created_at, o.topic, d.handler, d.last_status"
 											" FROM grelout.outbox AS o CROSS JOIN LATERAL ("
 											"  SELECT o.state, o.attempts, o.last_error,"
-											"   o.available_at, o.handler"
+											"   o.available_at, o.handler, o.last_status"
 											"  WHERE o.route <> 'fanout'"
 											"  UNION ALL"
 											"  SELECT f.state, f.attempts, f.last_error,"
-											"   f.available_at, f.handler"
+											"   f.available_at, f.handler, f.last_status"
 											"  FROM grelout.fanout AS f"
 											"  WHERE o.route = 'fanout' AND f.message_id = o.id) AS d"
 											" WHERE o.id = $1 AND o.published_by = $2"
@@ -636,14 +674,7 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "could not read message status: %s", SPI_result_code_string(ret));
 		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			Datum		values[7];
-			bool		nulls[7];
-
-			heap_deform_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc,
-							  values, nulls);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
+			status_row(rsinfo, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
 		SPI_finish();
 	}
 	PG_FINALLY();

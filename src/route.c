@@ -84,6 +84,32 @@ edge_topic_pattern_valid(const char *pattern, size_t len)
 }
 
 /*
+ * edge_topic_reserved: is the topic grelout's own: its first segment
+ * "grelout" in any letter case, the bare topic "grelout" included?  Such
+ * topics are where grelout publishes its operational events; no publisher
+ * or capture may use them.
+ */
+bool
+edge_topic_reserved(const char *topic, size_t len)
+{
+	static const char word[] = "grelout";
+	size_t		wlen = sizeof(word) - 1;
+
+	if (len < wlen || (len > wlen && topic[wlen] != '.'))
+		return false;
+	for (size_t i = 0; i < wlen; i++)
+	{
+		unsigned char c = (unsigned char) topic[i];
+
+		if (c >= 'A' && c <= 'Z')
+			c += 'a' - 'A';
+		if (c != (unsigned char) word[i])
+			return false;
+	}
+	return true;
+}
+
+/*
  * edge_topic_match: does topic match pattern?  Greedy matching with one
  * backtracking point, as for glob's '*': on a mismatch after a '#', that
  * '#' takes one more topic segment and the match resumes after it.  This

@@ -22,6 +22,7 @@ typedef enum EdgeTopicPatternError
 
 extern EdgeTopicPatternError edge_topic_pattern_valid(const char *pattern,
 													  size_t len);
+extern bool edge_topic_reserved(const char *topic, size_t len);
 extern bool edge_topic_match(const char *pattern, size_t plen,
 							 const char *topic, size_t tlen);
 

@@ -366,7 +366,10 @@ relay_row(ReturnSetInfo *rsinfo, const GreloutRelaySlot *copy,
 
 /*
  * relay_rows: one row a relay slot in use, copied under its spinlock, in
- * slot order; every database's, or only this database's.
+ * slot order; every database's, or only this database's.  A relay's last
+ * error (and its time) is shown only in the database it serves: with a
+ * database per tenant, an error may quote one tenant's endpoint or its
+ * answer, which another tenant must not read.
  */
 static void
 relay_rows(ReturnSetInfo *rsinfo, bool all_databases)
@@ -382,6 +385,11 @@ relay_rows(ReturnSetInfo *rsinfo, bool all_databases)
 		if (copy.state == SLOT_FREE ||
 			(!all_databases && copy.dboid != MyDatabaseId))
 			continue;
+		if (copy.dboid != MyDatabaseId)
+		{
+			copy.last_error[0] = '\0';
+			copy.last_error_at = 0;
+		}
 		relay_row(rsinfo, &copy, all_databases);
 	}
 }

@@ -12,6 +12,7 @@
  */
 #include "grelout.h"
 
+#include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "edge.h"
 #include "executor/spi.h"
@@ -23,17 +24,65 @@
 #include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(grelout_handlers_validate);
+PG_FUNCTION_INFO_V1(grelout_set_secret_1_2);
 
 /* Most headers one message or handler may carry. */
 #define MAX_HEADERS		64
+
+/* Bytes of a header name an error quotes at most (never half a character). */
+#define QUOTED_NAME_MAX	64
+
+/*
+ * check_header_name: one header name, for grelout_check_headers.  seen
+ * holds the names before it (count of them): with message_rules a name
+ * may appear once whatever its letter case.
+ */
+static void
+check_header_name(const char *name, int len, const char *what,
+				  bool message_rules, const JsonbValue *seen, int count)
+{
+	int			quoted = pg_mbcliplen(name, len, QUOTED_NAME_MAX);
+
+	if (!edge_header_name_valid(name, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid header name \"%.*s\" in %s", quoted, name, what),
+				 errdetail("A header name is 1 to %d characters of letters, digits and !#$%%&'*+-.^_`|~.",
+						   GRELOUT_HEADER_NAME_MAX)));
+	if (edge_header_name_reserved(name, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_RESERVED_NAME),
+				 errmsg("header \"%.*s\" in %s is reserved", quoted, name, what),
+				 errdetail("grelout sets content-type, content-length, host, connection, transfer-encoding, user-agent, the webhook-* headers and every grelout-* header itself.")));
+	if (!message_rules)
+		return;
+	if (edge_header_name_message_reserved(name, len))
+		ereport(ERROR,
+				(errcode(ERRCODE_RESERVED_NAME),
+				 errmsg("header \"%.*s\" in %s is reserved", quoted, name, what),
+				 errdetail("A message may not set the credentials a handler sends (authorization, proxy-authorization, cookie), a webhook-* header, or a hop-by-hop or framing header (keep-alive, proxy-connection, te, trailer, upgrade, expect, content-encoding).")));
+	for (int i = 0; i < count; i++)
+		if (seen[i].val.string.len == len &&
+			pg_strncasecmp(seen[i].val.string.val, name, len) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("header \"%.*s\" appears twice in %s", quoted, name, what),
+					 errdetail("Header names are case-insensitive: \"%.*s\" and \"%.*s\" are one header.",
+							   pg_mbcliplen(seen[i].val.string.val, len, QUOTED_NAME_MAX),
+							   seen[i].val.string.val, quoted, name),
+					 errhint("Send each header once.")));
+}
 
 /*
  * grelout_check_headers: headers must be a JSON object whose keys are HTTP
  * tokens that the relay does not set itself and whose values are strings
  * with no control character but HTAB.  With message_rules (message headers
- * under the 1.1 schema) the names a handler's credentials use are reserved
- * too and an empty value is refused, so that a message can neither replace
- * nor remove what the handler sends.  "what" names the headers in errors.
+ * under the 1.1 schema and later) the names edge_header_name_message_reserved
+ * gives are reserved too, a name appears once whatever its letter case,
+ * and an empty or blank value is refused, so that a message can neither
+ * replace nor remove what the handler or the relay sends.  "what" names
+ * the headers in errors, which quote at most QUOTED_NAME_MAX bytes of a
+ * name.
  */
 void
 grelout_check_headers(Jsonb *headers, const char *what, bool message_rules)
@@ -41,6 +90,7 @@ grelout_check_headers(Jsonb *headers, const char *what, bool message_rules)
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
+	JsonbValue	seen[MAX_HEADERS];
 	int			count = 0;
 
 	if (!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
@@ -54,30 +104,13 @@ grelout_check_headers(Jsonb *headers, const char *what, bool message_rules)
 	{
 		if (tok == WJB_KEY)
 		{
-			char	   *name = v.val.string.val;
-			int			len = v.val.string.len;
-
-			if (++count > MAX_HEADERS)
+			if (count >= MAX_HEADERS)
 				ereport(ERROR,
 						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 						 errmsg("%s hold more than %d headers", what, MAX_HEADERS)));
-			if (!edge_header_name_valid(name, len))
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("invalid header name \"%.*s\" in %s",
-								pg_mbcliplen(name, len, 64), name, what),
-						 errdetail("A header name is 1 to %d characters of letters, digits and !#$%%&'*+-.^_`|~.",
-								   GRELOUT_HEADER_NAME_MAX)));
-			if (edge_header_name_reserved(name, len))
-				ereport(ERROR,
-						(errcode(ERRCODE_RESERVED_NAME),
-						 errmsg("header \"%.*s\" in %s is reserved", len, name, what),
-						 errdetail("grelout sets content-type, content-length, host, connection, transfer-encoding, user-agent, the webhook-* headers and every grelout-* header itself.")));
-			if (message_rules && edge_header_name_message_reserved(name, len))
-				ereport(ERROR,
-						(errcode(ERRCODE_RESERVED_NAME),
-						 errmsg("header \"%.*s\" in %s is reserved", len, name, what),
-						 errdetail("authorization, proxy-authorization and cookie carry a handler's credentials: only a handler may set them.")));
+			check_header_name(v.val.string.val, v.val.string.len, what,
+							  message_rules, seen, count);
+			seen[count++] = v;
 		}
 		else if (tok == WJB_VALUE)
 		{
@@ -90,6 +123,11 @@ grelout_check_headers(Jsonb *headers, const char *what, bool message_rules)
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("empty header value in %s", what),
 						 errdetail("An empty value would remove a header the relay or the handler sends.")));
+			if (message_rules && edge_header_value_blank(v.val.string.val, v.val.string.len))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("header value of only white space in %s", what),
+						 errdetail("libcurl sends no header for such a value, and would drop a header the relay or the handler sends with it.")));
 			if (!edge_header_value_valid(v.val.string.val, v.val.string.len))
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -455,4 +493,59 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 		tuple = validate_1_1(trigdata, tuple, desc, name_att);
 
 	return PointerGetDatum(tuple);
+}
+
+/*
+ * grelout_set_secret_1_2: grelout.set_secret(handler text, secret text,
+ * previous boolean DEFAULT false) RETURNS void.  Sets the handler's secret
+ * (or, with previous, its previous_secret; NULL clears it), checked first
+ * as the trigger checks it.  The point is where the secret travels: passed
+ * as a bind parameter, it is in no statement's text, so PostgreSQL's own
+ * error log line ("STATEMENT: ...") cannot carry it, and no error of ours
+ * quotes it.  Runs as its caller (an administrator who may UPDATE
+ * grelout.handlers), under a pinned search_path.
+ */
+Datum
+grelout_set_secret_1_2(PG_FUNCTION_ARGS)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+	char		nulls[2] = {' ', ' '};
+	bool		previous = !PG_ARGISNULL(2) && PG_GETARG_BOOL(2);
+	int			ret;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("handler must not be null")));
+	args[0] = PG_GETARG_DATUM(0);
+	if (PG_ARGISNULL(1))
+	{
+		args[1] = (Datum) 0;
+		nulls[1] = 'n';
+	}
+	else
+	{
+		check_secret(PG_GETARG_TEXT_PP(1), previous ? "previous_secret" : "secret");
+		args[1] = PG_GETARG_DATUM(1);
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	ret = SPI_execute_with_args(previous ?
+								"UPDATE grelout.handlers SET previous_secret = $2 WHERE name = $1" :
+								"UPDATE grelout.handlers SET secret = $2 WHERE name = $1",
+								2, argtypes, args, nulls, false, 0);
+	if (ret != SPI_OK_UPDATE)
+		elog(ERROR, "could not set the secret: %s", SPI_result_code_string(ret));
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("handler \"%.*s\" does not exist",
+						pg_mbcliplen(VARDATA_ANY(PG_GETARG_TEXT_PP(0)),
+									 VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(0)), 64),
+						VARDATA_ANY(PG_GETARG_TEXT_PP(0))),
+				 errhint("Give the handler's name, as in grelout.handlers.name.")));
+	SPI_finish();
+	PG_RETURN_VOID();
 }

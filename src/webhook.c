@@ -102,34 +102,48 @@ header_list(HeaderLines *h)
 	return nodes;
 }
 
-/* handler_sets: does the handler's headers object set this name (any case)? */
-static bool
-handler_sets(Jsonb *handler, const char *name, int nlen)
+/*
+ * names_count: how many keys of a headers object are this name, in any
+ * letter case.
+ */
+static int
+names_count(Jsonb *headers, const char *name, int nlen)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
+	int			n = 0;
 
-	if (handler == NULL || !JB_ROOT_IS_OBJECT(handler) || JB_ROOT_IS_SCALAR(handler))
-		return false;
-	it = JsonbIteratorInit(&handler->root);
+	if (headers == NULL || !JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers))
+		return 0;
+	it = JsonbIteratorInit(&headers->root);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
 		if (tok == WJB_KEY && v.val.string.len == nlen &&
 			pg_strncasecmp(v.val.string.val, name, nlen) == 0)
-			return true;
+			n++;
 	}
-	return false;
+	return n;
+}
+
+/* handler_sets: does the handler's headers object set this name (any case)? */
+static bool
+handler_sets(Jsonb *handler, const char *name, int nlen)
+{
+	return names_count(handler, name, nlen) > 0;
 }
 
 /*
  * append_json_headers: the string members of a jsonb object as headers.
  * For a message's headers (handler given), a header never replaces or
- * removes what the handler or its URL sets: names the handler's headers
- * set, credentials (authorization, proxy-authorization, cookie, which the
- * URL's userinfo may also stand for) and empty values (an empty value
- * would make libcurl drop its own header of that name) are not sent.
- * This holds for messages stored around the publish checks too.
+ * removes what the handler, its URL or the relay sets: names the
+ * handler's headers set, every name edge_header_name_message_reserved
+ * gives (credentials, which the URL's userinfo may also stand for;
+ * webhook-*; hop-by-hop and framing headers), names the message sets more
+ * than once in different letter cases, and blank values (libcurl would
+ * drop its own header of that name with them) are not sent.  This holds
+ * for messages stored before 1.2, or around the publish checks, too: they
+ * are sent without those headers rather than refused.
  */
 static void
 append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
@@ -156,9 +170,10 @@ append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
 			edge_header_name_reserved(name, nlen))
 			continue;
 		if (from_message &&
-			(v.val.string.len == 0 ||
+			(edge_header_value_blank(v.val.string.val, v.val.string.len) ||
 			 edge_header_name_message_reserved(name, nlen) ||
-			 handler_sets(handler, name, nlen)))
+			 handler_sets(handler, name, nlen) ||
+			 names_count(headers, name, nlen) > 1))
 			continue;
 		append_header(list, name, nlen, v.val.string.val, v.val.string.len);
 	}

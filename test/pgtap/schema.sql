@@ -355,8 +355,8 @@ SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
 		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
 		'capture', 'uncapture', '_capture', 'relay_stats_by_database', '_handler_live',
-		'_handlers_health'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live and _handlers_health');
+		'_handlers_health', 'set_secret'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live, _handlers_health and (1.2) set_secret');
 -- capture (issue 13): run as the caller (the table's owner is checked as
 -- current_user), search_path pinned; the trigger function runs as the writer
 SELECT isnt_definer('grelout', f, a, 'grelout.' || f || ' is SECURITY INVOKER')

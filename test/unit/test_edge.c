@@ -122,6 +122,37 @@ test_header_reserved(void)
 	ok(!edge_header_name_reserved(S("Authorization")), "handlers may set Authorization");
 	ok(!edge_header_name_message_reserved(S("Authorizations")), "a longer name is free");
 	ok(!edge_header_name_message_reserved(S("X-HTTP-Method-Override")), "X-HTTP-Method-Override is free");
+
+	/* issue 29: the names a message may not set, in 1.2 */
+	{
+		static const char *const msg_reserved[] = {
+			"webhook-anything", "Webhook-Version", "WEBHOOK-", "keep-alive", "Keep-Alive",
+			"proxy-connection", "te", "TE", "trailer", "Transfer-Encoding", "upgrade",
+			"Expect", "host", "Content-Length", "content-encoding", "CONTENT-ENCODING",
+			"connection", "content-type", "user-agent", "grelout-x", "cookie", NULL
+		};
+		static const char *const msg_free[] = {
+			"webhook", "webhooks-id", "x-webhook-id", "tes", "t", "trailers", "upgrade-insecure",
+			"expected", "content-language", "content-encodings", "traceparent",
+			"x-request-id", "keepalive", NULL
+		};
+
+		for (int i = 0; msg_reserved[i]; i++)
+			ok(edge_header_name_message_reserved(msg_reserved[i], strlen(msg_reserved[i])),
+			   "\"%s\" is reserved in messages", msg_reserved[i]);
+		for (int i = 0; msg_free[i]; i++)
+			ok(!edge_header_name_message_reserved(msg_free[i], strlen(msg_free[i])),
+			   "\"%s\" is free in messages", msg_free[i]);
+		ok(!edge_header_name_reserved(S("keep-alive")), "handlers keep their 1.1 rules (keep-alive)");
+		ok(!edge_header_name_reserved(S("webhook-version")), "handlers keep their 1.1 rules (webhook-version)");
+	}
+
+	/* blank values: libcurl drops them, and a default header with them */
+	ok(edge_header_value_blank(S("")), "an empty value is blank");
+	ok(edge_header_value_blank(S(" ")), "a space is blank");
+	ok(edge_header_value_blank(S(" \t  ")), "spaces and tabs are blank");
+	ok(!edge_header_value_blank(S(" x ")), "a value with a character is not");
+	ok(!edge_header_value_blank(S("\xC2\xA0")), "a no-break space is a character");
 }
 
 /* -------------------------------------------------------------------- URL */
@@ -666,15 +697,74 @@ test_addr_class(void)
 	class_is("::ffff:169.254.169.254", EDGE_ADDR_LINK_LOCAL);
 	class_is("::ffff:0.0.0.0", EDGE_ADDR_UNSPECIFIED);
 	class_is("::ffff:8.8.8.8", EDGE_ADDR_PUBLIC);
-	class_is("::127.0.0.1", EDGE_ADDR_LOOPBACK);
+	class_is("::127.0.0.1", EDGE_ADDR_RESERVED);
 	class_is("64:ff9b::7f00:1", EDGE_ADDR_LOOPBACK);
 	class_is("64:ff9b::a00:1", EDGE_ADDR_PRIVATE);
 	class_is("2002:7f00:1::", EDGE_ADDR_LOOPBACK);
 	class_is("2002:c0a8:101::1", EDGE_ADDR_PRIVATE);
 	class_is("2001:4860:4860::8888", EDGE_ADDR_PUBLIC);
 	class_is("2606:4700:4700::1111", EDGE_ADDR_PUBLIC);
-	class_is("::2", EDGE_ADDR_UNSPECIFIED);
-	class_is("fb00::1", EDGE_ADDR_PUBLIC);
+	class_is("::2", EDGE_ADDR_RESERVED);
+	class_is("fb00::1", EDGE_ADDR_RESERVED);
+
+	/*
+	 * issue 29: the IANA special-purpose registries.  IPv4 first: shared
+	 * address space, IETF protocol assignments (anycast included),
+	 * documentation, benchmarking, the deprecated 6to4 relay anycast,
+	 * reserved and broadcast; then their neighbours, which are public.
+	 */
+	class_is("100.64.0.0", EDGE_ADDR_PRIVATE);
+	class_is("192.0.0.1", EDGE_ADDR_RESERVED);
+	class_is("192.0.0.9", EDGE_ADDR_RESERVED);
+	class_is("192.0.0.170", EDGE_ADDR_RESERVED);
+	class_is("192.0.0.255", EDGE_ADDR_RESERVED);
+	class_is("192.0.1.1", EDGE_ADDR_PUBLIC);
+	class_is("192.0.2.1", EDGE_ADDR_RESERVED);
+	class_is("192.0.3.1", EDGE_ADDR_PUBLIC);
+	class_is("192.88.99.1", EDGE_ADDR_RESERVED);
+	class_is("192.88.98.1", EDGE_ADDR_PUBLIC);
+	class_is("198.18.0.1", EDGE_ADDR_RESERVED);
+	class_is("198.19.255.255", EDGE_ADDR_RESERVED);
+	class_is("198.17.255.255", EDGE_ADDR_PUBLIC);
+	class_is("198.20.0.1", EDGE_ADDR_PUBLIC);
+	class_is("198.51.100.7", EDGE_ADDR_RESERVED);
+	class_is("203.0.113.7", EDGE_ADDR_RESERVED);
+	class_is("203.0.114.7", EDGE_ADDR_PUBLIC);
+	class_is("192.31.196.1", EDGE_ADDR_PUBLIC);	/* AS112: globally reachable */
+	class_is("192.175.48.1", EDGE_ADDR_PUBLIC);
+
+	/* IPv6: NAT64 local use, IETF protocol assignments, documentation */
+	class_is("64:ff9b:1::1", EDGE_ADDR_PRIVATE);
+	class_is("64:ff9b:1:ffff::8.8.8.8", EDGE_ADDR_PRIVATE);
+	class_is("64:ff9b:2::1", EDGE_ADDR_RESERVED);
+	class_is("64:ff9b::8.8.8.8", EDGE_ADDR_PUBLIC);
+	class_is("64:ff9b::100.64.0.1", EDGE_ADDR_PRIVATE);
+	class_is("64:ff9b::192.0.2.1", EDGE_ADDR_RESERVED);
+	class_is("2001::1", EDGE_ADDR_RESERVED);	/* Teredo */
+	class_is("2001:0:4136:e378:8000:63bf:3fff:fdd2", EDGE_ADDR_RESERVED);
+	class_is("2001:1::1", EDGE_ADDR_RESERVED);	/* PCP anycast: the nearest server */
+	class_is("2001:2::1", EDGE_ADDR_RESERVED);
+	class_is("2001:3::1", EDGE_ADDR_RESERVED);
+	class_is("2001:1ff::1", EDGE_ADDR_RESERVED);
+	class_is("2001:200::1", EDGE_ADDR_PUBLIC);
+	class_is("2001:db8::1", EDGE_ADDR_RESERVED);
+	class_is("2001:db9::1", EDGE_ADDR_PUBLIC);
+	class_is("3fff::1", EDGE_ADDR_RESERVED);
+	class_is("3fff:fff::1", EDGE_ADDR_RESERVED);
+	class_is("3fff:1000::1", EDGE_ADDR_PUBLIC);
+	class_is("2620:4f:8000::1", EDGE_ADDR_PUBLIC);	/* AS112: globally reachable */
+	class_is("100::1", EDGE_ADDR_RESERVED);	/* discard-only */
+	class_is("100:0:0:1::1", EDGE_ADDR_RESERVED);
+	class_is("5f00::1", EDGE_ADDR_RESERVED);	/* SRv6 SIDs */
+	class_is("fec0::1", EDGE_ADDR_PRIVATE);
+	class_is("4000::1", EDGE_ADDR_RESERVED);
+	class_is("1fff:ffff::1", EDGE_ADDR_RESERVED);
+	class_is("::8.8.8.8", EDGE_ADDR_RESERVED);	/* IPv4-compatible, deprecated */
+	class_is("2002:808:808::1", EDGE_ADDR_PUBLIC);
+	class_is("2002:c000:201::1", EDGE_ADDR_RESERVED);
+	class_is("2002:6440:1::1", EDGE_ADDR_PRIVATE);
+	class_is("::ffff:192.0.2.1", EDGE_ADDR_RESERVED);
+	class_is("::ffff:100.64.1.1", EDGE_ADDR_PRIVATE);
 
 	memset(&ss, 0, sizeof(ss));
 	ss.ss_family = AF_UNIX;

@@ -281,6 +281,14 @@ main(void)
 	request_init(&reqs[0], urls[0], sizeof(urls[0]), closed_port);
 	ok(run(engine, reqs, 1) == 1 && reqs[0].result == CURLE_COULDNT_CONNECT,
 	   "a port nobody listens on: could not connect");
+	{
+		char		what[512];
+
+		http_request_describe_error(&reqs[0], what, sizeof(what));
+		ok(reqs[0].os_errno == ECONNREFUSED &&
+		   strncmp(what, "could not connect (connection refused)", 38) == 0,
+		   "and says the connection was refused: %s", what);
+	}
 	ok(one(engine, &reqs[0], server.port), "a request after it is answered");
 
 	/* closing connections again and again: descriptor numbers come back */

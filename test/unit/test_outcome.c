@@ -128,5 +128,60 @@ main(void)
 	outcome_sanitize("0123456789abcdefXYZ", 19, buf, sizeof(buf));
 	is_str(buf, "0123456789abcde", "sanitize cuts at the buffer");
 
+	/* issue 29: the outcome class a publisher sees, from what is stored */
+	{
+		static const struct
+		{
+			int			status;
+			const char *error;
+			const char *cls;
+		}			cases[] = {
+			{503, "HTTP 503: token=sk_live_abc echoed back", "http 503"},
+			{404, NULL, "http 404"},
+			{302, "HTTP 302 (redirects are not followed): see https://10.0.0.1/", "http 302"},
+			{0, "HTTP 500: boom", "http 500"},	/* a 1.0 row: no last_status */
+			{0, "HTTP 500", "http 500"},
+			{0, "HTTP 5000: odd", "transport error"},
+			{0, "HTTP 50", "transport error"},
+			{0, "could not resolve host: Could not resolve host: secret-host.internal", "dns"},
+			{0, "timed out after 1000 ms: Operation timed out after 1000 milliseconds with 0 bytes received", "timeout"},
+			{0, "could not connect (connection refused): Failed to connect to 10.1.2.3 port 9 after 0 ms: Couldn't connect to server", "connection refused"},
+			{0, "could not connect: Failed to connect to 127.0.0.1 port 9: Connection refused", "connection refused"},
+			{0, "could not connect (timed out): Failed to connect to h port 1", "timeout"},
+			{0, "could not connect (unreachable): Failed to connect to h port 1", "unreachable"},
+			{0, "could not connect: Failed to connect to h port 1 after 0 ms: Couldn't connect to server", "connection failed"},
+			{0, "TLS failure: SSL certificate problem: self-signed certificate", "tls"},
+			{0, "refused to connect to private address 10.0.0.5 (grelout.block_private_networks is on)", "blocked network"},
+			{0, "protocol not allowed: Protocol \"ftp\" not supported", "protocol not allowed"},
+			{0, "empty reply from server: Empty reply from server", "empty reply"},
+			{0, "connection broken: Recv failure: Connection reset by peer", "connection broken"},
+			{0, "out of memory in libcurl", "internal error"},
+			{0, "Some other libcurl text about host.example", "transport error"},
+		};
+
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		{
+			char		out[OUTCOME_CLASS_MAX];
+			size_t		n = outcome_class(cases[i].status, cases[i].error,
+										  cases[i].error ? strlen(cases[i].error) : 0,
+										  out, sizeof(out));
+
+			ok(n == strlen(out) && strcmp(out, cases[i].cls) == 0,
+			   "class of (%d, %s) is \"%s\" (got \"%s\")", cases[i].status,
+			   cases[i].error ? cases[i].error : "NULL", cases[i].cls, out);
+		}
+		{
+			char		out[OUTCOME_CLASS_MAX] = "x";
+
+			ok(outcome_class(0, NULL, 0, out, sizeof(out)) == 0 && out[0] == '\0',
+			   "no status and no error: no class");
+			ok(outcome_class(0, "", 0, out, sizeof(out)) == 0, "an empty error: no class");
+			ok(outcome_class(0, "HTTP 503: x", 5, out, sizeof(out)) > 0 &&
+			   strcmp(out, "transport error") == 0, "only the given length is read");
+			ok(outcome_class(503, NULL, 0, out, 4) == 3 && strcmp(out, "htt") == 0,
+			   "a short buffer gets a cut, terminated class");
+		}
+	}
+
 	return done_testing();
 }

@@ -144,6 +144,27 @@ main(void)
 	ok(match("#", "grelout"), "a topic \"grelout\" alone is no operational event");
 	ok(match("#", "greloutx.a"), "nor is \"greloutx.a\"");
 
+	/* issue 29: topics reserved for grelout, whatever their letter case */
+	{
+		static const char *const reserved[] = {
+			"grelout", "GRELOUT", "Grelout", "grelout.x", "GreLout.handler.disabled",
+			"grelout.", "GRELOUT.a.b", NULL
+		};
+		static const char *const free_topics[] = {
+			"greloutx", "greloutx.a", "x.grelout", "grelou", "grelout_x", "a.grelout.b",
+			"orders.created", "", "grel", NULL
+		};
+
+		for (int i = 0; reserved[i]; i++)
+			ok(edge_topic_reserved(reserved[i], strlen(reserved[i])),
+			   "topic \"%s\" is reserved", reserved[i]);
+		for (int i = 0; free_topics[i]; i++)
+			ok(!edge_topic_reserved(free_topics[i], strlen(free_topics[i])),
+			   "topic \"%s\" is not reserved", free_topics[i]);
+		ok(edge_topic_reserved("grelout.x", 7), "only the given length counts");
+		ok(!edge_topic_reserved("grelout\0x", 9), "a NUL ends no segment");
+	}
+
 	/*
 	 * Every pattern of up to 5 segments over {a, b, *, #} against every
 	 * topic of up to 5 segments over {a, b}, compared with the reference.
