@@ -17,6 +17,17 @@ RESET client_min_messages;
 \set VERBOSITY terse
 TRUNCATE grelout.outbox, grelout.handlers;
 
+-- every SQL or PL/pgSQL function of the extension (parsed when it runs)
+-- pins search_path; the C ones pin it themselves (README, "search_path")
+SELECT p.oid::regprocedure AS unpinned
+FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+	JOIN pg_proc p ON p.oid = d.objid
+	JOIN pg_language l ON l.oid = p.prolang
+WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
+	AND d.deptype = 'e' AND e.extname = 'grelout' AND l.lanname <> 'c'
+	AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)
+ORDER BY 1::text;
+
 CREATE ROLE regress_grelout_sp;
 CREATE SCHEMA regress_grelout_sp AUTHORIZATION regress_grelout_sp;
 GRANT USAGE ON SCHEMA grelout TO regress_grelout_sp;
