@@ -968,16 +968,18 @@ capture_error_context(void *arg)
  * grelout_capture_trigger_1_1: grelout._capture(), the trigger function of
  * the capture triggers: AFTER, FOR EACH ROW for INSERT, UPDATE and DELETE,
  * FOR EACH STATEMENT for TRUNCATE.  Arguments: the topic, then the
- * captured columns (none: all).  It runs as the writer, under search_path
- * pinned (grelout_pin_search_path): the message's insert runs with the
- * rights of the outbox's owner.
+ * captured columns (none: all).  It runs as the writer; the message's
+ * insert (grelout_publish_change) runs with the rights of the outbox's
+ * owner under search_path pinned.  The row's conversion to JSON calls only
+ * the captured types' own functions (casts to json, output functions),
+ * found by oid, as the writer: user code like any in the writing
+ * statement, so it keeps the writer's path.
  */
 Datum
 grelout_capture_trigger_1_1(PG_FUNCTION_ARGS)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	ErrorContextCallback errcontext_cb;
-	int			pin;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -997,7 +999,6 @@ grelout_capture_trigger_1_1(PG_FUNCTION_ARGS)
 	errcontext_cb.previous = error_context_stack;
 	error_context_stack = &errcontext_cb;
 	capture_depth++;
-	pin = grelout_pin_search_path();
 	PG_TRY();
 	{
 		publish_change(td);
@@ -1008,6 +1009,5 @@ grelout_capture_trigger_1_1(PG_FUNCTION_ARGS)
 		error_context_stack = errcontext_cb.previous;
 	}
 	PG_END_TRY();
-	grelout_unpin_search_path(pin);
 	return PointerGetDatum(NULL);
 }

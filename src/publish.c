@@ -512,8 +512,8 @@ publish(FunctionCallInfo fcinfo, bool v11)
  * as outbox_publish(topic, payload, key) would (the same checks of the
  * payload and the key, the same statement, current_user as published_by,
  * the relays woken at commit), for the capture triggers of capture.c.  The
- * topic is the caller's to check; key may be NULL; the caller has pinned
- * search_path.
+ * topic is the caller's to check; key may be NULL.  search_path is pinned
+ * for the checks and the insert.
  */
 void
 grelout_publish_change(text *topic, Jsonb *payload, text *key)
@@ -522,6 +522,7 @@ grelout_publish_change(text *topic, Jsonb *payload, text *key)
 	pg_uuid_t	id;
 	Datum		values[PUBLISH_NARGS];
 	char		nulls[PUBLISH_NARGS] = {' ', ' ', 'n', ' ', ' ', 'n', ' ', ' '};
+	int			pin = grelout_pin_search_path();
 
 	check_payload(payload);
 	if (key != NULL)
@@ -546,6 +547,7 @@ grelout_publish_change(text *topic, Jsonb *payload, text *key)
 	values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	values[7] = ObjectIdGetDatum(GetUserId());
 	stage_as_publisher(values, nulls, &id);
+	grelout_unpin_search_path(pin);
 	wake_at_commit = true;
 }
 
