@@ -386,11 +386,13 @@ create_trigger(Relation rel, const char *name, bool row, int16 events,
 /*
  * grelout_capture_1_1: grelout.capture(tbl, topic, events, columns).  Puts
  * the capture triggers on tbl, after checking that current_user owns it,
- * that it is not captured yet (42710), and every argument.
+ * that it is not captured yet (42710), and every argument.  search_path
+ * pinned, as by its SET clause.
  */
 Datum
 grelout_capture_1_1(PG_FUNCTION_ARGS)
 {
+	int			pin = grelout_pin_search_path();
 	Relation	rel = open_owned_table(fcinfo, ShareRowExclusiveLock);
 	Oid			fnoid = capture_function();
 	int16		events;
@@ -428,17 +430,19 @@ grelout_capture_1_1(PG_FUNCTION_ARGS)
 					   list_make1(makeString(base)), fnoid);
 
 	relation_close(rel, NoLock);
+	grelout_unpin_search_path(pin);
 	PG_RETURN_VOID();
 }
 
 /*
  * grelout_uncapture_1_1: grelout.uncapture(tbl).  Drops the capture
  * triggers of tbl (and so their clones on its partitions), after checking
- * that current_user owns it.
+ * that current_user owns it.  search_path pinned, as by its SET clause.
  */
 Datum
 grelout_uncapture_1_1(PG_FUNCTION_ARGS)
 {
+	int			pin = grelout_pin_search_path();
 	Relation	rel = open_owned_table(fcinfo, AccessExclusiveLock);
 	bool		cloned;
 	List	   *own = capture_triggers(RelationGetRelid(rel), capture_function(), &cloned);
@@ -464,6 +468,7 @@ grelout_uncapture_1_1(PG_FUNCTION_ARGS)
 	}
 	performMultipleDeletions(objs, DROP_RESTRICT, 0);
 	relation_close(rel, NoLock);
+	grelout_unpin_search_path(pin);
 	PG_RETURN_VOID();
 }
 
@@ -985,7 +990,12 @@ capture_error_context(void *arg)
  * grelout_capture_trigger_1_1: grelout._capture(), the trigger function of
  * the capture triggers: AFTER, FOR EACH ROW for INSERT, UPDATE and DELETE,
  * FOR EACH STATEMENT for TRUNCATE.  Arguments: the topic, then the
- * captured columns (none: all).
+ * captured columns (none: all).  It runs as the writer; the message's
+ * insert (grelout_publish_change) runs with the rights of the outbox's
+ * owner under search_path pinned.  The row's conversion to JSON calls only
+ * the captured types' own functions (casts to json, output functions),
+ * found by oid, as the writer: user code like any in the writing
+ * statement, so it keeps the writer's path.
  */
 Datum
 grelout_capture_trigger_1_1(PG_FUNCTION_ARGS)

@@ -81,9 +81,18 @@ extern void grelout_check_publish_topic(text *topic);
 extern void grelout_publish_change(text *topic, Jsonb *payload, text *key,
 								   Oid publisher);
 
-/* store.c: every statement grelout keeps */
+/* store.c: every statement grelout keeps, and the path it runs under */
 extern struct _SPI_plan *grelout_keep_plan(const char *sql, int nargs,
 										   Oid *argtypes, int cursor_options);
+
+/*
+ * The search_path every statement of grelout runs under, whoever calls:
+ * the SET clause of the extension's functions, grelout_pin_search_path for
+ * the C entry points, the relay's session (relay.c).
+ */
+#define GRELOUT_SEARCH_PATH		"pg_catalog, pg_temp"
+extern int	grelout_pin_search_path(void);
+extern void grelout_unpin_search_path(int nest);
 
 /* relay.c */
 extern PGDLLEXPORT void grelout_relay_main(Datum arg);

@@ -761,8 +761,9 @@ reenabled(const char *name)
  * else "manual"); a re-enable leaves a breaker that was not closed
  * half-open; a delete or rename forgets the old name's health.  Its
  * statements run as the owner of grelout.outbox, whoever changed the
- * handler.  The shared entry changes at once, not at commit: a change
- * rolled back leaves at worst a probe, or a history forgotten.
+ * handler, under search_path pinned (grelout_pin_search_path).  The
+ * shared entry changes at once, not at commit: a change rolled back leaves
+ * at worst a probe, or a history forgotten.
  */
 Datum
 grelout_handlers_health(PG_FUNCTION_ARGS)
@@ -773,6 +774,7 @@ grelout_handlers_health(PG_FUNCTION_ARGS)
 	Oid			save_userid;
 	int			save_sec;
 	Oid			owner;
+	int			pin;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(td->tg_event))
@@ -785,6 +787,7 @@ grelout_handlers_health(PG_FUNCTION_ARGS)
 		return PointerGetDatum(NULL);
 
 	owner = relation_owner(RelationGetRelid(td->tg_relation));
+	pin = grelout_pin_search_path();
 	GetUserIdAndSecContext(&save_userid, &save_sec);
 	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	SPI_connect();
@@ -822,6 +825,7 @@ grelout_handlers_health(PG_FUNCTION_ARGS)
 	}
 	PG_END_TRY();
 	SPI_finish();
+	grelout_unpin_search_path(pin);
 	return PointerGetDatum(NULL);
 }
 

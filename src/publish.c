@@ -24,6 +24,10 @@
  * publishing role, and raises its privileges to the owner of grelout.outbox
  * only around its own statements.
  *
+ * Every SQL-callable function here that runs a statement pins search_path
+ * (grelout_pin_search_path) for its whole call, so that the caller's path
+ * never decides which operator or function a statement runs.
+ *
  *-------------------------------------------------------------------------
  */
 #include "grelout.h"
@@ -215,31 +219,6 @@ prepare_plans_1_1(void)
 }
 
 /*
- * prepare_plans_1_1_pinned: prepare_plans_1_1 under search_path
- * pg_catalog, pg_temp whatever the caller's.  outbox_publish pins its path
- * itself, but the capture triggers run under the writer's, and a kept plan
- * is planned again under the path it was first prepared with.
- */
-static PublishPlans *
-prepare_plans_1_1_pinned(void)
-{
-	PublishPlans *p = &plans_1_1;
-
-	if (p->insert == NULL || p->insert_dedup == NULL ||
-		p->lookup_dedup == NULL || p->lookup_legacy == NULL)
-	{
-		int			nest = NewGUCNestLevel();
-
-		(void) set_config_option("search_path", "pg_catalog, pg_temp",
-								 PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-		p = prepare_plans_1_1();
-		AtEOXact_GUC(true, nest);
-	}
-	return p;
-}
-
-/*
  * outbox_owner: the owner of grelout.outbox, whose rights outbox_publish
  * takes for its own statements.
  */
@@ -391,7 +370,7 @@ check_key(text *key)
  * stage_as_publisher: stage one message (values/nulls as publish_argtypes)
  * with the 1.1 statements.  The caller may not touch grelout.outbox: take
  * the rights of its owner for our own statements only, and give them back
- * whatever happens.
+ * whatever happens.  The caller has pinned search_path.
  */
 static void
 stage_as_publisher(Datum *values, char *nulls, pg_uuid_t *id)
@@ -406,7 +385,7 @@ stage_as_publisher(Datum *values, char *nulls, pg_uuid_t *id)
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		stage(prepare_plans_1_1_pinned(), values, nulls, id);
+		stage(prepare_plans_1_1(), values, nulls, id);
 		SPI_finish();
 	}
 	PG_FINALLY();
@@ -538,6 +517,7 @@ publish(FunctionCallInfo fcinfo, bool v11)
  * for the capture triggers of capture.c, with publisher as published_by
  * (the captured table's owner, whichever role wrote the row: capture.c,
  * table_owner).  The topic is the caller's to check; key may be NULL.
+ * search_path is pinned for the checks and the insert.
  */
 void
 grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
@@ -546,6 +526,7 @@ grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
 	pg_uuid_t	id;
 	Datum		values[PUBLISH_NARGS];
 	char		nulls[PUBLISH_NARGS] = {' ', ' ', 'n', ' ', ' ', 'n', ' ', ' '};
+	int			pin = grelout_pin_search_path();
 
 	check_payload(payload);
 	if (key != NULL)
@@ -570,21 +551,34 @@ grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
 	values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	values[7] = ObjectIdGetDatum(publisher);
 	stage_as_publisher(values, nulls, &id);
+	grelout_unpin_search_path(pin);
 	wake_at_commit = true;
 }
 
-/* grelout_publish: outbox_publish of the 1.0 schema (SECURITY DEFINER). */
+/*
+ * grelout_publish: outbox_publish of the 1.0 schema (SECURITY DEFINER).
+ * Its SET clause pins search_path already; pinned here too, in case it
+ * was ALTERed away.
+ */
 Datum
 grelout_publish(PG_FUNCTION_ARGS)
 {
-	return publish(fcinfo, false);
+	int			pin = grelout_pin_search_path();
+	Datum		result = publish(fcinfo, false);
+
+	grelout_unpin_search_path(pin);
+	return result;
 }
 
 /* grelout_publish_1_1: outbox_publish of the 1.1 schema (SECURITY INVOKER). */
 Datum
 grelout_publish_1_1(PG_FUNCTION_ARGS)
 {
-	return publish(fcinfo, true);
+	int			pin = grelout_pin_search_path();
+	Datum		result = publish(fcinfo, true);
+
+	grelout_unpin_search_path(pin);
+	return result;
 }
 
 /*
@@ -638,12 +632,14 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 	Datum		args[2];
 	Oid			save_userid;
 	int			save_sec_context;
+	int			pin;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (PG_ARGISNULL(0))
 		return (Datum) 0;
 	args[0] = PG_GETARG_DATUM(0);
 	args[1] = ObjectIdGetDatum(GetUserId());
+	pin = grelout_pin_search_path();
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(outbox_owner(),
@@ -682,17 +678,19 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 		SetUserIdAndSecContext(save_userid, save_sec_context);
 	}
 	PG_END_TRY();
+	grelout_unpin_search_path(pin);
 	return (Datum) 0;
 }
 
 /*
  * run_counted: run one statement with nargs (possibly null) arguments and
- * return how many rows it changed.
+ * return how many rows it changed, search_path pinned.
  */
 static uint64
 run_counted(const char *sql, int nargs, Oid *argtypes, Datum *args,
 			const char *nulls, int expected, const char *what)
 {
+	int			pin = grelout_pin_search_path();
 	int			ret;
 	uint64		n;
 
@@ -703,6 +701,7 @@ run_counted(const char *sql, int nargs, Oid *argtypes, Datum *args,
 		elog(ERROR, "could not %s: %s", what, SPI_result_code_string(ret));
 	n = SPI_processed;
 	SPI_finish();
+	grelout_unpin_search_path(pin);
 	return n;
 }
 
@@ -748,6 +747,7 @@ grelout_redrive_1_1(PG_FUNCTION_ARGS)
 	int			ret;
 	int64		n;
 	bool		isnull;
+	int			pin = grelout_pin_search_path();
 
 	for (int i = 0; i < 3; i++)
 	{
@@ -806,6 +806,7 @@ grelout_redrive_1_1(PG_FUNCTION_ARGS)
 	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									1, &isnull));
 	SPI_finish();
+	grelout_unpin_search_path(pin);
 	if (n > 0)
 		wake_at_commit = true;
 	PG_RETURN_INT64(n);
@@ -868,6 +869,7 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 	int			ret;
 	int64		n;
 	bool		isnull;
+	int			pin;
 
 	check_older_than(fcinfo);
 	if (pending && PG_ARGISNULL(1) && !has_id)
@@ -884,6 +886,7 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 	args[3] = has_id ? PG_GETARG_DATUM(3) : (Datum) 0;
 	nulls[3] = has_id ? ' ' : 'n';
 
+	pin = grelout_pin_search_path();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	ret = SPI_execute_with_args("WITH d AS ("
@@ -906,6 +909,7 @@ grelout_purge_1_1(PG_FUNCTION_ARGS)
 	n = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 									1, &isnull));
 	SPI_finish();
+	grelout_unpin_search_path(pin);
 	PG_RETURN_INT64(n);
 }
 

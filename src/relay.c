@@ -1951,7 +1951,14 @@ pin_session(void)
 	 * (hundreds of milliseconds).  No relay statement gains from JIT.
 	 */
 	SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
-	SetConfigOption("search_path", "pg_catalog", PGC_SUSET, PGC_S_OVERRIDE);
+
+	/*
+	 * Every statement the relay runs, its own and those of the triggers its
+	 * writes fire, resolves names under grelout's path, whatever ALTER ROLE
+	 * or ALTER DATABASE ... SET search_path says: an override, which no SET
+	 * (a function's SET clause included) can change in this session.
+	 */
+	SetConfigOption("search_path", GRELOUT_SEARCH_PATH, PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
 	 * The claim and settles are written for read committed (SKIP LOCKED,

@@ -17,6 +17,10 @@
  * Every function here runs inside a transaction that the relay opened,
  * with SPI connected and a snapshot pushed.
  *
+ * Here too the two helpers every statement grelout runs goes through:
+ * grelout_keep_plan, and grelout_pin_search_path, which makes what follows
+ * immune to the caller's search_path.
+ *
  *-------------------------------------------------------------------------
  */
 #include "store.h"
@@ -32,6 +36,7 @@
 #include "catalog/pg_type.h"
 #include "storage/lmgr.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/fmgrprotos.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -463,6 +468,48 @@ grelout_keep_plan(const char *sql, int nargs, Oid *argtypes, int cursor_options)
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "could not keep grelout statement");
 	return plan;
+}
+
+/*
+ * grelout_pin_search_path: run what follows, until grelout_unpin_search_path
+ * with the value returned, under search_path GRELOUT_SEARCH_PATH whatever
+ * the session's, as a function's SET search_path clause would
+ * (fmgr_security_definer does the same).  Every SQL-callable function of
+ * grelout that runs a statement or looks a name up calls it first: a kept
+ * plan is analyzed again under the search_path of the moment it runs, so
+ * pinning the path only while preparing would not do, and an operator or
+ * function planted first on the caller's path would run with the rights
+ * grelout raises to.
+ *
+ * Returns the GUC nest level to pass to grelout_unpin_search_path, or -1
+ * when the path is that already (the function's own SET clause, an outer
+ * pin, the relay's session) and nothing changed.  After an error nothing
+ * needs undoing: the abort of the (sub)transaction restores the path.
+ */
+int
+grelout_pin_search_path(void)
+{
+	int			nest;
+
+	if (namespace_search_path != NULL &&
+		strcmp(namespace_search_path, GRELOUT_SEARCH_PATH) == 0)
+		return -1;
+	nest = NewGUCNestLevel();
+	(void) set_config_option("search_path", GRELOUT_SEARCH_PATH,
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return nest;
+}
+
+/*
+ * grelout_unpin_search_path: give back the search_path that
+ * grelout_pin_search_path replaced (nest: what it returned).
+ */
+void
+grelout_unpin_search_path(int nest)
+{
+	if (nest >= 0)
+		AtEOXact_GUC(true, nest);
 }
 
 /* prepare_once: plan sql the first time, and keep the plan. */
