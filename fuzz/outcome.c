@@ -2,15 +2,18 @@
  *
  * outcome.c
  *	  libFuzzer target: outcome_decide(), the decision taken on whatever an
- *	  endpoint answers (status, Retry-After) under any policy settings, and
+ *	  endpoint answers (status, Retry-After) under any policy settings,
+ *	  outcome_health(), what that answer tells the breaker, and
  *	  outcome_sanitize(), which copies a response body into last_error.
  *
  * Invariants: 2xx is delivered and 410 dead whatever the policy; a retry's
  * delay is never negative nor above retry_max (nor above the Retry-After
  * delay when one applies); nothing is dead before its last attempt with
- * dead_letter on, or ever with it off but for 410; a sanitized copy is
- * printable ASCII, NUL-terminated, within its buffer; the outcome class
- * of any stored text is "http NNN" or one of a few fixed words.
+ * dead_letter on, or ever with it off but for 410; only a 4xx other than
+ * 401, 403, 404, 405, 407 and 429 escapes the breaker, and only a 2xx is
+ * its success; a sanitized copy is printable ASCII, NUL-terminated, within
+ * its buffer; the outcome class of any stored text is "http NNN" or one of
+ * a few fixed words.
  *
  * fuzz/run links src/edge.c and src/sign.c only, so the decision is built
  * into this target by including its source.
@@ -42,6 +45,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t		body_len = size;
 	OutcomeInput in;
 	Outcome		o;
+	OutcomeHealth h;
 	char		buf[64];
 	size_t		n;
 
@@ -78,6 +82,22 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				CHECK(o.delay_ms <= in.retry_after_ms);
 		}
 	}
+
+	/* the breaker's input: only a 2xx succeeds, only 429/503 pause */
+	h = outcome_health(in.responded, in.status, in.has_retry_after);
+	if (!in.responded)
+		CHECK(h == OUTCOME_HEALTH_FAILURE);
+	else if (in.status >= 200 && in.status < 300)
+		CHECK(h == OUTCOME_HEALTH_SUCCESS);
+	else if (h == OUTCOME_HEALTH_PAUSE)
+		CHECK(in.has_retry_after && (in.status == 429 || in.status == 503));
+	else if (h == OUTCOME_HEALTH_MESSAGE)
+		CHECK(in.status >= 400 && in.status < 500 && in.status != 401 &&
+			  in.status != 403 && in.status != 404 && in.status != 405 &&
+			  in.status != 407 && in.status != 429);
+	else
+		CHECK(h == OUTCOME_HEALTH_FAILURE &&
+			  !(in.status >= 200 && in.status < 300));
 
 	n = outcome_sanitize((const char *) body, body_len, buf, sizeof(buf));
 	CHECK(n < sizeof(buf));

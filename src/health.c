@@ -329,7 +329,12 @@ health_snapshot(HealthEntry *e, HealthWrite *w)
  *	  retry_max), and its delivery is held: its attempt is given back;
  *	- a failure of a request that was in flight when the breaker opened is
  *	  held too: the breaker, not the message, decided its fate;
- *	- a 429 or 503 with Retry-After pauses the whole handler (pause_ms).
+ *	- a 429 or 503 with Retry-After pauses the whole handler (pause_ms);
+ *	- a 4xx that the message can cause (HEALTH_MESSAGE) changes nothing:
+ *	  it neither counts nor resets the failures, and its delivery is never
+ *	  held.  A probe answered so has consumed its attempt; the breaker
+ *	  stays as it was, with the probe given back (above), so the next
+ *	  delivery goes as the probe at once: its probe time has passed.
  *
  * *hold says the delivery is to be handed back rather than retried; *w,
  * on a transition, what to store and which event to publish.
@@ -400,6 +405,8 @@ health_outcome(HealthEntry *e, HealthOutcome kind, bool probe, int64 pause_ms,
 		case HEALTH_NEUTRAL:
 			if (pause_ms > 0)
 				e->paused_until = Max(e->paused_until, now + pause_ms * 1000);
+			break;
+		case HEALTH_MESSAGE:
 			break;
 	}
 	if (t != HEALTH_NONE)

@@ -75,8 +75,9 @@ typedef struct HealthWrite
 typedef enum HealthOutcome
 {
 	HEALTH_SUCCESS,				/* 2xx */
-	HEALTH_FAILURE,				/* any other status, or no response */
-	HEALTH_NEUTRAL				/* 429/503 with Retry-After, or handed back */
+	HEALTH_FAILURE,				/* the endpoint's fault (outcome_health) */
+	HEALTH_NEUTRAL,				/* 429/503 with Retry-After, or handed back */
+	HEALTH_MESSAGE				/* a 4xx the message can cause: not counted */
 } HealthOutcome;
 
 /* What an outcome changed. */

@@ -14,8 +14,11 @@
  *	  - anything else (3xx, other status, transport failure): retry with
  *		capped exponential backoff and jitter.
  *
- *	  And the outcome class of a stored attempt (outcome_class), which is
- *	  what a publisher is shown of it: never an address nor a body.
+ *	  And what the attempt says about the endpoint, for its handler's
+ *	  breaker (outcome_health): whether it is the endpoint's fault, which
+ *	  counts, or something one message provoked, which does not.  And the
+ *	  outcome class of a stored attempt (outcome_class), which is what a
+ *	  publisher is shown of it: never an address nor a body.
  *
  *-------------------------------------------------------------------------
  */
@@ -97,6 +100,50 @@ outcome_decide(const OutcomeInput *in)
 									  in->retry_max_ms, in->retry_jitter,
 									  in->draw);
 	return out;
+}
+
+/*
+ * outcome_health: what an attempt says about its endpoint (1.2).
+ *
+ * Counts toward the breaker (OUTCOME_HEALTH_FAILURE) what no message can
+ * change: no answer (a transport failure, a timeout), a 5xx (but a 503 with
+ * Retry-After), a 429 without Retry-After, a 401, 403, 404, 405 or 407 (the
+ * endpoint's address or its credentials, which the handler sets), and a
+ * 3xx: redirects are not followed, so a redirect says the handler's URL is
+ * wrong, whatever the message.  Any other status a final answer can carry
+ * (1xx, 600 and up) is the endpoint misbehaving too.
+ *
+ * Every other 4xx (400, 409, 410, 411 to 415, 422, ...) is something a
+ * message's content, size or headers can provoke: it fails that delivery
+ * only (OUTCOME_HEALTH_MESSAGE), so that no publisher can open a shared
+ * handler's breaker, or have it disabled, with payloads the endpoint
+ * refuses.
+ */
+OutcomeHealth
+outcome_health(bool responded, long status, bool has_retry_after)
+{
+	if (!responded)
+		return OUTCOME_HEALTH_FAILURE;
+	if (status >= 200 && status < 300)
+		return OUTCOME_HEALTH_SUCCESS;
+	if ((status == 429 || status == 503) && has_retry_after)
+		return OUTCOME_HEALTH_PAUSE;
+	if (status >= 400 && status < 500)
+	{
+		switch (status)
+		{
+			case 401:			/* Unauthorized */
+			case 403:			/* Forbidden */
+			case 404:			/* Not Found */
+			case 405:			/* Method Not Allowed */
+			case 407:			/* Proxy Authentication Required */
+			case 429:			/* Too Many Requests, without Retry-After */
+				return OUTCOME_HEALTH_FAILURE;
+			default:
+				return OUTCOME_HEALTH_MESSAGE;
+		}
+	}
+	return OUTCOME_HEALTH_FAILURE;
 }
 
 /*

@@ -42,7 +42,23 @@ typedef struct Outcome
 	int64_t		delay_ms;		/* OUTCOME_RETRY: when to try again */
 } Outcome;
 
+/*
+ * What an attempt's outcome says about its endpoint: the breaker's input
+ * (outcome_health).  Only OUTCOME_HEALTH_FAILURE counts toward the breaker
+ * (and so toward auto-disable); OUTCOME_HEALTH_MESSAGE fails the one
+ * delivery and leaves the handler's health as it was.
+ */
+typedef enum OutcomeHealth
+{
+	OUTCOME_HEALTH_SUCCESS,		/* 2xx */
+	OUTCOME_HEALTH_FAILURE,		/* the endpoint or its credentials failed */
+	OUTCOME_HEALTH_PAUSE,		/* 429 or 503 with Retry-After */
+	OUTCOME_HEALTH_MESSAGE		/* a 4xx that a message's content can cause */
+} OutcomeHealth;
+
 extern Outcome outcome_decide(const OutcomeInput *in);
+extern OutcomeHealth outcome_health(bool responded, long status,
+									bool has_retry_after);
 extern int64_t outcome_backoff_ms(int attempts, int64_t base_ms, int64_t max_ms,
 								  double jitter, double draw);
 extern size_t outcome_sanitize(const char *src, size_t len, char *dst, size_t cap);

@@ -592,10 +592,13 @@ queue_health_write(RelayState *st, const HealthWrite *w)
 
 /*
  * judge_health: what the finished request tells its handler's breaker
- * (1.1).  Logs the breaker's opening (WARNING) and closing (LOG), queues
- * the transitions to store; returns whether the delivery is to be held:
- * handed back with its attempt, because the breaker, not the message,
- * failed it (a failed probe, or a request in flight when it opened).
+ * (1.1).  Only what outcome_health calls the endpoint's fault counts
+ * (1.2): a 4xx that a message can provoke fails that delivery alone, and
+ * is never held.  Logs the breaker's opening (WARNING) and closing (LOG),
+ * queues the transitions to store; returns whether the delivery is to be
+ * held: handed back with its attempt, because the breaker, not the
+ * message, failed it (a failed probe, or a request in flight when it
+ * opened).
  */
 static bool
 judge_health(RelayState *st, WebhookJob *job, const char *error)
@@ -610,16 +613,23 @@ judge_health(RelayState *st, WebhookJob *job, const char *error)
 
 	if (lh == NULL || lh->entry == NULL || st->schema != STORE_SCHEMA_1_1)
 		return false;
-	if (responded(r) && r->status >= 200 && r->status < 300)
-		kind = HEALTH_SUCCESS;
-	else if (responded(r) && (r->status == 429 || r->status == 503) &&
-			 r->has_retry_after)
+	switch (outcome_health(responded(r), r->status, r->has_retry_after))
 	{
-		kind = HEALTH_NEUTRAL;
-		pause_ms = Min(Max(r->retry_after_ms, 0), (int64) grelout_retry_max);
+		case OUTCOME_HEALTH_SUCCESS:
+			kind = HEALTH_SUCCESS;
+			break;
+		case OUTCOME_HEALTH_PAUSE:
+			kind = HEALTH_NEUTRAL;
+			pause_ms = Min(Max(r->retry_after_ms, 0), (int64) grelout_retry_max);
+			break;
+		case OUTCOME_HEALTH_MESSAGE:
+			kind = HEALTH_MESSAGE;
+			break;
+		case OUTCOME_HEALTH_FAILURE:
+		default:
+			kind = HEALTH_FAILURE;
+			break;
 	}
-	else
-		kind = HEALTH_FAILURE;
 	t = health_outcome(lh->entry, kind, job->probe, pause_ms, error,
 					   GetCurrentTimestamp(), &hold, &w);
 	if (t == HEALTH_OPENED)
@@ -661,8 +671,11 @@ finish_job(RelayState *st, WebhookJob *job)
 	grelout_slot_error(st->slot, errbuf);
 	hold = judge_health(st, job, errbuf);
 
-	/* a 410 is the receiver's word about the message: dead, breaker or not */
-	if (hold && !(responded(&job->req) && job->req.status == 410))
+	/*
+	 * Never a 410 (the receiver's word about the message: dead, breaker or
+	 * not) nor any 4xx a message can cause: those are not the breaker's.
+	 */
+	if (hold)
 	{
 		ereport(DEBUG1,
 				(errmsg("grelout message %s for handler \"%s\" is held by the handler's open breaker",

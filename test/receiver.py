@@ -31,7 +31,7 @@ Control endpoints (all under /_control/):
                                         (key -> greatest N answered 2xx),
                                         "examples"}
     POST /_control/script               {"path": "/x", "responses": [R, ...],
-                                         "default": R}
+                                         "default": R, "match": [M, ...]}
     POST /_control/reset                forget requests and scripts
 
 A response R is an object with optional keys:
@@ -53,7 +53,10 @@ the order they came, names lower-cased) and, once answered, "done_at".
 A request counts as in flight (stats' max_in_flight) from its arrival until
 its answer starts.
 Scripted responses for a path are used in order; once they run out, the
-path's "default" (or 204) answers.
+path's "default" (or 204) answers.  Before either, a request whose body
+contains a match's "body_contains" string gets that match's "response"
+(M = {"body_contains": S, "response": R}; the first match wins, and it
+uses up no scripted response).
 """
 
 import argparse
@@ -115,11 +118,14 @@ def order_check(items):
             "repeats": repeats, "delivered": delivered, "examples": examples}
 
 
-def next_response(path):
+def next_response(path, body=""):
     with LOCK:
         script = SCRIPTS.get(path)
         if script is None:
             return {}
+        for m in script.get("match") or []:
+            if m.get("body_contains", "") in body:
+                return m.get("response") or {}
         if script["responses"]:
             return script["responses"].pop(0)
         return script.get("default") or {}
@@ -195,6 +201,7 @@ class Handler(BaseHTTPRequestHandler):
                 SCRIPTS[spec["path"]] = {
                     "responses": list(spec.get("responses", [])),
                     "default": spec.get("default"),
+                    "match": list(spec.get("match", [])),
                 }
             return self._send_json({"ok": True})
         if url.path == "/_control/reset" and method == "POST":
@@ -270,7 +277,7 @@ class Handler(BaseHTTPRequestHandler):
             return True
 
     def _answer(self, url, record):
-        resp = next_response(url.path)
+        resp = next_response(url.path, record["body"])
         if resp.get("delay"):
             if resp.get("watch_hangup"):
                 if self._wait_or_hangup(float(resp["delay"]), url, record):

@@ -1454,16 +1454,29 @@ def memory_check(base, total=100000, first=10000, limit_kb=4096):
     """Deliver total small messages to a fast receiver; the private resident
     memory of each relay after total deliveries must be within limit_kb of
     its memory after first.  One message in ten is signed and carries
-    headers and a key; one in twenty goes to a closed port, is retried once
-    and dead-lettered (and purged), so the error paths run too."""
+    headers and a key.  Besides, so that the error paths run too, one in
+    twenty goes to an endpoint that refuses it (422: the message's fault,
+    which no breaker counts since 1.2), is retried once and dead-lettered
+    (and purged), and one in twenty to a closed port: that handler's
+    breaker opens (transport failures count) and probes every 50 ms at
+    most, each probe failing and handing its delivery back; the deliveries
+    its breaker holds are purged each turn, so that they never fill the
+    backlog bound (before, they held the check at 57,000 deliveries)."""
     say('memory check: %d deliveries, cluster in %s' % (total, base))
     cluster = Cluster(base, [
         "grelout.database = 'app'",
         "grelout.workers = %d" % WORKERS,
         "fsync = off",
         "shared_buffers = '32MB'",
+        "grelout.retry_base = '10ms'",
+        # memfail's open breaker probes every 50 ms at most, so that its
+        # failure path keeps running (retry_max caps the cooldown)
+        "grelout.breaker_cooldown = '10ms'",
+        "grelout.retry_max = '50ms'",
     ])
     receiver = Receiver(base, ['/mem'])
+    rejected = {'path': '/memrej', 'responses': [],
+                'default': {'status': 422, 'body': 'chaos: rejected on purpose'}}
     cluster.init()
     cluster.bootstrap(['app'])
     ok = True
@@ -1476,8 +1489,10 @@ def memory_check(base, total=100000, first=10000, limit_kb=4096):
                       ('http://127.0.0.1:%d/memsig' % receiver.port, SECRET))
         cluster.query("INSERT INTO grelout.handlers (topic, url, max_attempts)"
                       " VALUES ('memfail', 'http://127.0.0.1:1/memfail', 2)")
-        cluster.query("ALTER SYSTEM SET grelout.retry_base = '10ms'")
-        cluster.query("SELECT pg_reload_conf()")
+        cluster.query("INSERT INTO grelout.handlers (topic, url, max_attempts)"
+                      " VALUES ('memrej', %s, 2)",
+                      ('http://127.0.0.1:%d/memrej' % receiver.port,))
+        receiver._post('script', rejected)
         deadline = time.time() + 60
         while len(cluster.relay_pids()) != WORKERS and time.time() < deadline:
             time.sleep(0.2)
@@ -1491,6 +1506,10 @@ def memory_check(base, total=100000, first=10000, limit_kb=4096):
         deadline = t0 + 1800
         last_reset = 0
         while time.time() < deadline:
+            # what memfail's open breaker held since the last turn (each a
+            # probe's chance, never one in flight) is dropped: none is ever
+            # delivered, and none may fill the backlog bound
+            cur.execute("SELECT outbox_purge(topic => 'memfail', pending => true)")
             cur.execute("SELECT count(*) FROM grelout.outbox")
             backlog = cur.fetchone()[0]
             if published < total and backlog < 3000:
@@ -1500,14 +1519,16 @@ def memory_check(base, total=100000, first=10000, limit_kb=4096):
                             "  headers => jsonb_build_object('x-n', g::text))"
                             " ELSE outbox_publish('mem', jsonb_build_object('n', g)) END)"
                             " FROM generate_series(%s, %s) g", (published + 1, published + n))
-                cur.execute("SELECT count(outbox_publish('memfail', jsonb_build_object('n', g)))"
-                            " FROM generate_series(1, %s) g", (n // 19,))
+                for failing in ('memfail', 'memrej'):
+                    cur.execute("SELECT count(outbox_publish(%s, jsonb_build_object('n', g)))"
+                                " FROM generate_series(1, %s) g", (failing, n // 19))
                 cur.execute("SELECT outbox_purge()")
                 published += n
             cur.execute('SELECT coalesce(sum(delivered), 0) FROM grelout.relays')
             delivered = int(cur.fetchone()[0])
             if delivered - last_reset > 20000:
                 receiver._post('reset', {})     # the receiver keeps requests in memory
+                receiver._post('script', rejected)  # (and forgets scripts)
                 last_reset = delivered
             while marks and delivered >= marks[0]:
                 mark = marks.pop(0)
@@ -1566,16 +1587,33 @@ def memory_check(base, total=100000, first=10000, limit_kb=4096):
                                            ', '.join('%s %+d B' % (k, g) for g, k in grew), verdict))
         nlines = 0
         ids = set()
+        rejected_n = 0
         with open(receiver.log) as f:
             for line in f:
                 nlines += 1
                 r = json.loads(line)
                 if r['path'] in ('/mem', '/memsig'):
                     ids.add(r['headers'].get('webhook-id'))
-        left = cluster.query("SELECT count(*) FROM grelout.outbox WHERE topic <> 'memfail'")[0][0]
+                elif r['path'] == '/memrej':
+                    rejected_n += 1
+        left = cluster.query("SELECT count(*) FROM grelout.outbox"
+                             " WHERE topic NOT IN ('memfail', 'memrej')")[0][0]
         print('  %d requests for %d distinct messages; %d rows left in the outbox'
               % (nlines, len(ids), left))
         if len(ids) < total or left != 0:
+            ok = False
+        # the error paths ran: memrej's refusals went dead with its breaker
+        # closed (they are not the endpoint's fault), memfail's breaker opened
+        retried, dead = cluster.query("SELECT coalesce(sum(retried), 0),"
+                                      " coalesce(sum(dead_lettered), 0) FROM grelout.relays")[0]
+        health = dict((r[0], r[1:]) for r in cluster.query(
+            "SELECT handler, breaker, consecutive_failures FROM grelout.handler_status"
+            " WHERE handler IN ('memfail', 'memrej')"))
+        print('  failing paths: %d requests refused with 422, %d retries, %d dead letters;'
+              ' breaker, consecutive failures: %s' % (rejected_n, retried, dead, health))
+        if rejected_n < 1000 or dead < 500 or health.get('memrej', ('?',))[0] != 'closed' \
+                or health.get('memfail', ('?',))[0] == 'closed' or health['memfail'][1] < 100:
+            say('memory check: the failing paths did not run as planned')
             ok = False
         print('memory check %s (limit: %d kB of growth of private resident memory)'
               % ('PASSED' if ok else 'FAILED', limit_kb))

@@ -228,13 +228,14 @@ sub order
 	return $self->_get("order?path=$path");
 }
 
-# script(PATH, [RESPONSES], DEFAULT): answer PATH with these responses in
-# order, then with DEFAULT (see test/receiver.py for the keys).
+# script(PATH, [RESPONSES], DEFAULT, [MATCHES]): answer PATH with these
+# responses in order, then with DEFAULT; a request whose body contains a
+# match's body_contains gets its response first (see test/receiver.py).
 sub script
 {
-	my ($self, $path, $responses, $default) = @_;
+	my ($self, $path, $responses, $default, $match) = @_;
 	$self->_post('script', { path => $path, responses => $responses // [],
-		default => $default });
+		default => $default, match => $match // [] });
 }
 
 sub reset { $_[0]->_post('reset') }

@@ -5,7 +5,9 @@
  *	  attempt: 2xx delivered; 410 dead at once even with dead_letter off;
  *	  dead after the last attempt only with dead_letter on; 429/503 with
  *	  Retry-After retried after it, capped by retry_max; everything else
- *	  retried with capped exponential backoff and jitter.  Prints TAP.
+ *	  retried with capped exponential backoff and jitter; and what an
+ *	  attempt says about its endpoint, for the breaker (outcome_health).
+ *	  Prints TAP.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +34,20 @@ base(void)
 	in.retry_jitter = 0.0;
 	in.draw = 0.5;
 	return in;
+}
+
+/*
+ * health_range: does every status from lo to hi (but skip) get want from
+ * outcome_health, with Retry-After and without?
+ */
+static int
+health_range(long lo, long hi, long skip, OutcomeHealth want)
+{
+	for (long s = lo; s <= hi; s++)
+		if (s != skip && (outcome_health(true, s, false) != want ||
+						  outcome_health(true, s, true) != want))
+			return 0;
+	return 1;
 }
 
 int
@@ -120,6 +136,46 @@ main(void)
 		}
 		ok(in_range, "backoff stays within [0, retry_max] for attempts 1 to 39");
 	}
+
+	/* outcome_health: what counts toward the breaker (1.2) */
+	is_int(outcome_health(false, 0, false), OUTCOME_HEALTH_FAILURE,
+		   "no answer (transport failure, timeout) counts");
+	is_int(outcome_health(false, 400, false), OUTCOME_HEALTH_FAILURE,
+		   "no answer counts whatever status field is left over");
+	ok(health_range(200, 299, -1, OUTCOME_HEALTH_SUCCESS), "every 2xx is a success");
+	ok(health_range(500, 599, 503, OUTCOME_HEALTH_FAILURE),
+	   "every 5xx counts, with or without Retry-After (but 503 with it)");
+	is_int(outcome_health(true, 503, false), OUTCOME_HEALTH_FAILURE, "503 without Retry-After counts");
+	is_int(outcome_health(true, 503, true), OUTCOME_HEALTH_PAUSE, "503 with Retry-After pauses");
+	is_int(outcome_health(true, 429, false), OUTCOME_HEALTH_FAILURE, "429 without Retry-After counts");
+	is_int(outcome_health(true, 429, true), OUTCOME_HEALTH_PAUSE, "429 with Retry-After pauses");
+	{
+		static const long endpoint[] = {401, 403, 404, 405, 407};
+		static const long message[] = {400, 402, 406, 408, 409, 410, 411, 412, 413,
+		414, 415, 416, 417, 418, 421, 422, 423, 424, 425, 426, 428, 431, 451, 499};
+
+		for (size_t i = 0; i < sizeof(endpoint) / sizeof(endpoint[0]); i++)
+			is_int(outcome_health(true, endpoint[i], false), OUTCOME_HEALTH_FAILURE,
+				   "%ld (the endpoint or its credentials) counts", endpoint[i]);
+		for (size_t i = 0; i < sizeof(message) / sizeof(message[0]); i++)
+		{
+			is_int(outcome_health(true, message[i], false), OUTCOME_HEALTH_MESSAGE,
+				   "%ld (a message can cause it) fails its delivery only", message[i]);
+			is_int(outcome_health(true, message[i], true), OUTCOME_HEALTH_MESSAGE,
+				   "%ld with Retry-After fails its delivery only", message[i]);
+		}
+	}
+	ok(health_range(300, 399, -1, OUTCOME_HEALTH_FAILURE),
+	   "every 3xx counts: redirects are not followed, the handler's URL is wrong");
+	is_int(outcome_health(true, 100, false), OUTCOME_HEALTH_FAILURE, "a final 1xx counts");
+	is_int(outcome_health(true, 600, false), OUTCOME_HEALTH_FAILURE, "a status of 600 counts");
+	/* the delivery's own fate is outcome_decide's, as for any failure */
+	in = base();
+	in.status = 400;
+	in.attempts = 10;
+	is_int(outcome_decide(&in).kind, OUTCOME_DEAD, "400 on the last attempt is dead");
+	in.attempts = 1;
+	is_int(outcome_decide(&in).kind, OUTCOME_RETRY, "400 before the last attempt is retried");
 
 	is_int((long long) outcome_sanitize("ok\r\n", 4, buf, sizeof(buf)), 2, "sanitize drops the final line break");
 	is_str(buf, "ok", "sanitize keeps the text");
