@@ -38,7 +38,7 @@ OBJS = \
 	src/databases.o
 
 EXTENSION = grelout
-DATA = $(wildcard sql/grelout--*.sql)
+DATA = $(wildcard sql/*.sql)
 PGFILEDESC = "grelout - transactional outbox with an in-server webhook relay"
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -52,18 +52,21 @@ SHLIB_LINK = -lcurl -lcrypto
 EXTRA_CLEAN = $(OBJS:.o=.d)
 
 # Tests, run by "make installcheck" against an installed, running server.
-# The regression tests are the sql/*.sql files other than the install
-# scripts; PGXS runs them in contrib_regression, the database the relays
-# serve.  The isolation specs run in isolation_regression, a database the
-# relays do not serve: ordering_publish, which needs relays routing in its
-# database (and prepared transactions), runs only in test/run's isolation
-# suite, whose cluster serves it.  The Perl TAP tests start clusters of their own; PGXS skips them,
-# saying so, when PostgreSQL was built without --enable-tap-tests.
-REGRESS = $(sort $(filter-out grelout--%,$(basename $(notdir $(wildcard $(srcdir)/sql/*.sql)))))
-REGRESS_OPTS =
+# They live under test/: the regression tests are test/sql/*.sql against
+# test/expected/*.out, which PGXS runs in contrib_regression, the database
+# the relays serve; the isolation specs are test/specs/*.spec (their expected
+# output in test/expected/ too), run in isolation_regression, a database the
+# relays do not serve.  So ordering_publish, which needs relays routing in its
+# database (and prepared transactions), is left out here: it runs only in
+# test/run's isolation suite, whose cluster serves it.  The outputs (results/,
+# regression.diffs, output_iso/) go to the top of the tree, as PGXS has them.
+# The Perl TAP tests start clusters of their own; PGXS skips them, saying so,
+# when PostgreSQL was built without --enable-tap-tests.
+REGRESS = $(sort $(basename $(notdir $(wildcard $(srcdir)/test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=$(srcdir)/test
 REGRESS_PREP = installcheck-prep
-ISOLATION = $(sort $(filter-out ordering_publish,$(basename $(notdir $(wildcard $(srcdir)/specs/*.spec)))))
-ISOLATION_OPTS =
+ISOLATION = $(filter-out ordering_publish,$(sort $(basename $(notdir $(wildcard $(srcdir)/test/specs/*.spec)))))
+ISOLATION_OPTS = --inputdir=$(srcdir)/test
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 

@@ -11,6 +11,7 @@ CREATE EXTENSION IF NOT EXISTS grelout;
 RESET client_min_messages;
 \set VERBOSITY terse
 TRUNCATE grelout.outbox, grelout.handlers;
+
 CREATE FUNCTION pg_temp.try(sql text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN
 	EXECUTE sql;
@@ -19,27 +20,20 @@ EXCEPTION WHEN others THEN
 	RETURN SQLSTATE || ': ' || SQLERRM;
 END $$;
 GRANT EXECUTE ON FUNCTION pg_temp.try(text) TO PUBLIC;
+
 CREATE ROLE regress_grelout_app;
 CREATE ROLE regress_grelout_app2;
 GRANT EXECUTE ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text),
 	outbox_message_status(uuid) TO regress_grelout_app, regress_grelout_app2;
+
 -- published_by is current_user at the call, shown as regrole
 SET ROLE regress_grelout_app;
 SELECT outbox_publish('iso.plain', '{}') AS plain \gset
 RESET ROLE;
 SELECT published_by::regrole AS published_by FROM grelout.outbox WHERE id = :'plain';
-    published_by     
----------------------
- regress_grelout_app
-(1 row)
-
 SELECT outbox_publish('iso.plain', '{}') AS by_superuser \gset
 SELECT published_by::regrole::text = current_user AS published_by_current_user
 FROM grelout.outbox WHERE id = :'by_superuser';
- published_by_current_user 
----------------------------
- t
-(1 row)
 
 -- issue 15, 1: a decoy with the same key, delayed ten years, published
 -- first by one role does not swallow another role's message
@@ -56,21 +50,11 @@ SELECT :'decoy'::uuid <> :'invoice'::uuid AS two_messages,
 	:'invoice'::uuid = :'invoice_again'::uuid AS app2_dedups_its_own,
 	:'decoy'::uuid = :'decoy_again'::uuid AS app_dedups_its_own,
 	:'invoice'::uuid > :'decoy'::uuid AS app2_got_a_fresh_id;
- two_messages | app2_dedups_its_own | app_dedups_its_own | app2_got_a_fresh_id 
---------------+---------------------+--------------------+---------------------
- t            | t                   | t                  | t
-(1 row)
-
 SELECT published_by::regrole AS published_by, payload, available_at > now() + '9 years' AS delayed
 FROM grelout.outbox WHERE dedup_key = 'invoice-44' ORDER BY id;
-     published_by     |     payload     | delayed 
-----------------------+-----------------+---------
- regress_grelout_app  | {"decoy": true} | t
- regress_grelout_app2 | {"invoice": 44} | f
-(2 rows)
 
 -- the same key in a transaction of each role, both open at once: neither
--- waits for the other (see also specs/dedup_roles.spec)
+-- waits for the other (see also test/specs/dedup_roles.spec)
 BEGIN;
 SET LOCAL ROLE regress_grelout_app;
 SELECT outbox_publish('iso.tx', '{}', dedup_key => 'tx-1') AS tx_app \gset
@@ -78,10 +62,6 @@ SET LOCAL ROLE regress_grelout_app2;
 SELECT outbox_publish('iso.tx', '{}', dedup_key => 'tx-1') AS tx_app2 \gset
 COMMIT;
 SELECT :'tx_app'::uuid <> :'tx_app2'::uuid AS one_message_each;
- one_message_each 
-------------------
- t
-(1 row)
 
 -- a key stored before the upgrade to 1.1 (no published_by) matches any
 -- role's publish of it, as it did under 1.0
@@ -89,24 +69,10 @@ INSERT INTO grelout.outbox (id, topic, payload, dedup_key)
 VALUES ('00000000-0000-7000-8000-000000000001', 'iso.legacy', '{}', 'legacy-1');
 SET ROLE regress_grelout_app;
 SELECT outbox_publish('iso.legacy', '{}', dedup_key => 'legacy-1') AS legacy_app;
-              legacy_app              
---------------------------------------
- 00000000-0000-7000-8000-000000000001
-(1 row)
-
 SET ROLE regress_grelout_app2;
 SELECT outbox_publish('iso.legacy', '{}', dedup_key => 'legacy-1') AS legacy_app2;
-             legacy_app2              
---------------------------------------
- 00000000-0000-7000-8000-000000000001
-(1 row)
-
 RESET ROLE;
 SELECT count(*) AS legacy_rows FROM grelout.outbox WHERE topic = 'iso.legacy';
- legacy_rows 
--------------
-           1
-(1 row)
 
 -- outbox_message_status: a role's own message, one row a handler; no row
 -- for another role's message nor for an unknown id; the publisher still
@@ -119,55 +85,15 @@ SET ROLE regress_grelout_app2;
 SELECT state, attempts, last_error, available_at <= now() AS due, created_at <= now() AS created,
 	topic, handler
 FROM outbox_message_status(:'invoice');
-  state  | attempts | last_error | due | created |    topic    |   handler   
----------+----------+------------+-----+---------+-------------+-------------
- pending |        0 |            | t   | t       | iso.invoice | iso.invoice
-(1 row)
-
 SELECT count(*) AS rows_for_other_role FROM outbox_message_status(:'decoy');
- rows_for_other_role 
----------------------
-                   0
-(1 row)
-
 SELECT count(*) AS rows_for_unknown FROM outbox_message_status('00000000-0000-7000-8000-0000000000ff');
- rows_for_unknown 
-------------------
-                0
-(1 row)
-
 SELECT count(*) AS rows_for_legacy FROM outbox_message_status('00000000-0000-7000-8000-000000000001');
- rows_for_legacy 
------------------
-               0
-(1 row)
-
 SELECT pg_temp.try($$SELECT count(*) FROM grelout.outbox$$) AS select_outbox;
-                select_outbox                
----------------------------------------------
- 42501: permission denied for schema grelout
-(1 row)
-
 SET ROLE regress_grelout_app;
 SELECT state, available_at > now() + '9 years' AS delayed, topic, handler
 FROM outbox_message_status(:'decoy');
-  state  | delayed |    topic    |   handler   
----------+---------+-------------+-------------
- pending | t       | iso.invoice | iso.invoice
-(1 row)
-
 SELECT state, topic, handler FROM outbox_message_status(:'plain');
-  state  |   topic   | handler 
----------+-----------+---------
- pending | iso.plain | 
-(1 row)
-
 SELECT count(*) AS rows_for_other_role FROM outbox_message_status(:'invoice');
- rows_for_other_role 
----------------------
-                   0
-(1 row)
-
 RESET ROLE;
 -- outbox_publish runs its insert as the owner of grelout.outbox (a
 -- trigger sees it), records the caller, and gives the caller's identity
@@ -186,280 +112,81 @@ CREATE TRIGGER regress_probe BEFORE INSERT ON grelout.outbox
 	FOR EACH ROW EXECUTE FUNCTION public.regress_outbox_probe();
 SET ROLE regress_grelout_app;
 SELECT pg_temp.try($$SELECT outbox_publish('iso.probe', '{}')$$) AS probe;
-                               probe                               
--------------------------------------------------------------------
- P0001: probe: insert as owner t, published_by regress_grelout_app
-(1 row)
-
 SELECT current_user AS after_error, pg_temp.try($$SELECT 1 FROM grelout.outbox$$) AS still_no_access;
-     after_error     |               still_no_access               
----------------------+---------------------------------------------
- regress_grelout_app | 42501: permission denied for schema grelout
-(1 row)
-
 RESET ROLE;
 DROP TRIGGER regress_probe ON grelout.outbox;
 DROP FUNCTION public.regress_outbox_probe();
+
 -- control characters: every control but HTAB in header values (message
 -- and handler), C0 and C1 in topics and keys (U+0085 is C2 85 in UTF-8)
 SELECT v AS value, pg_temp.try(format($$SELECT outbox_publish('iso.ctl', '{}', headers => %L)$$,
 	jsonb_build_object('x-a', v))) AS result
 FROM unnest(ARRAY[E'a\x01b', E'a\x0bb', E'a\x0cb', 'a' || chr(127) || 'b', E'a\x1fb', 'a' || chr(133) || 'b']) AS v;
-  value   |                     result                     
-----------+------------------------------------------------
- a\x01b   | 22023: invalid header value in message headers
- a\x0Bb   | 22023: invalid header value in message headers
- a\x0Cb   | 22023: invalid header value in message headers
- a\x7Fb   | 22023: invalid header value in message headers
- a\x1Fb   | 22023: invalid header value in message headers
- a\u0085b | 22023: invalid header value in message headers
-(6 rows)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.ctl', '{}', headers => '{"x-a": "a\tb é"}')$$) AS value_htab_ok;
- value_htab_ok 
----------------
- ok
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.ctl' || chr(133), '{}')$$) AS topic_c1;
-                     topic_c1                     
---------------------------------------------------
- 22023: topic must not contain control characters
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.ctl' || chr(159), '{}')$$) AS topic_c1_last;
-                  topic_c1_last                   
---------------------------------------------------
- 22023: topic must not contain control characters
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.nbsp' || chr(160), '{}')$$) AS topic_nbsp_ok;
- topic_nbsp_ok 
----------------
- ok
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.ctl', '{}', key => 'k' || chr(133))$$) AS key_c1;
-                     key_c1                     
-------------------------------------------------
- 22023: key must not contain control characters
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.ctl', '{}', key => E'k\tx')$$) AS key_tab;
-                    key_tab                     
-------------------------------------------------
- 22023: key must not contain control characters
-(1 row)
-
 SELECT pg_temp.try($$INSERT INTO grelout.handlers (topic, url) VALUES ('iso.h' || chr(133), 'http://127.0.0.1:9/')$$) AS handler_topic_c1;
-                     handler_topic_c1                     
-----------------------------------------------------------
- 22023: handler topic must not contain control characters
-(1 row)
-
 SELECT pg_temp.try($$INSERT INTO grelout.handlers (topic, url, headers) VALUES ('iso.h', 'http://127.0.0.1:9/', '{"x-a": "a\u000bb"}')$$) AS handler_value_vt;
-                handler_value_vt                
-------------------------------------------------
- 22023: invalid header value in handler headers
-(1 row)
-
 SELECT pg_temp.try($$INSERT INTO grelout.handlers (topic, url, headers) VALUES ('iso.h', 'http://127.0.0.1:9/', E'{"x-a": "a\x7fb"}')$$) AS handler_value_del;
-               handler_value_del                
-------------------------------------------------
- 22023: invalid header value in handler headers
-(1 row)
 
 -- message headers never replace or remove the handler's: credentials are
 -- reserved for handlers, empty values refused
 SELECT name, pg_temp.try(format($$SELECT outbox_publish('iso.hdr', '{}', headers => %L)$$,
 	jsonb_build_object(name, 'Bearer attacker'))) AS result
 FROM unnest(ARRAY['authorization', 'Authorization', 'PROXY-AUTHORIZATION', 'Cookie']) AS name;
-        name         |                               result                               
----------------------+--------------------------------------------------------------------
- authorization       | 42939: header "authorization" in message headers is reserved
- Authorization       | 42939: header "Authorization" in message headers is reserved
- PROXY-AUTHORIZATION | 42939: header "PROXY-AUTHORIZATION" in message headers is reserved
- Cookie              | 42939: header "Cookie" in message headers is reserved
-(4 rows)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.hdr', '{}', headers => '{"Accept": ""}')$$) AS empty_value;
-                 empty_value                  
-----------------------------------------------
- 22023: empty header value in message headers
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.hdr', '{}', headers => '{"X-HTTP-Method-Override": "PUT", "Set-Cookie": "a=b"}')$$) AS other_names_ok;
- other_names_ok 
-----------------
- ok
-(1 row)
-
 SELECT pg_temp.try($$INSERT INTO grelout.handlers (topic, url, headers, enabled)
 	VALUES ('iso.hdr', 'http://127.0.0.1:9/', '{"Authorization": "Bearer h", "Cookie": "s=1", "Proxy-Authorization": "Basic x"}', false)$$) AS handler_credentials_ok;
- handler_credentials_ok 
-------------------------
- ok
-(1 row)
 
 -- topics whose first segment is "grelout" are grelout's own, in any
 -- letter case, the bare "grelout" too (1.2, issue 29; 1.1 took these two)
 SELECT pg_temp.try($$SELECT outbox_publish('grelout.handler.disabled', '{}')$$) AS reserved_topic;
-                       reserved_topic                        
--------------------------------------------------------------
- 22023: topics whose first segment is "grelout" are reserved
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('grelout.', '{}')$$) AS reserved_prefix;
-                       reserved_prefix                       
--------------------------------------------------------------
- 22023: topics whose first segment is "grelout" are reserved
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('grelout', '{}')$$) AS grelout_alone_reserved;
-                   grelout_alone_reserved                    
--------------------------------------------------------------
- 22023: topics whose first segment is "grelout" are reserved
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('Grelout.x', '{}')$$) AS other_case_reserved;
-                     other_case_reserved                     
--------------------------------------------------------------
- 22023: topics whose first segment is "grelout" are reserved
-(1 row)
 
 -- delays and timeouts are converted once, overflow-checked (issue 9, 8;
 -- issue 15, 4): a month counts 30 days, a year 365.25, as extract(epoch)
 SELECT pg_temp.try($$SELECT outbox_publish('iso.delay', '{}', delay => '-80000 months 2400000 days')$$) AS delay_months_days;
-         delay_months_days         
------------------------------------
- 22023: delay must not be negative
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.delay', '{}', delay => '1000000 years')$$) AS delay_million_years;
-     delay_million_years      
-------------------------------
- 22008: delay is out of range
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_publish('iso.delay', '{}', delay => '-1 year 366 days')$$) AS delay_year_366_days_ok;
- delay_year_366_days_ok 
-------------------------
- ok
-(1 row)
-
 SELECT t AS timeout, pg_temp.try(format($$INSERT INTO grelout.handlers (topic, url, timeout)
 	VALUES ('iso.timeout', 'http://127.0.0.1:9/', %L)$$, t)) AS result
 FROM unnest(ARRAY['-1 year 360 days 1 second', '593000 years', '7115004 months', '1 hour 1 second', '1 hour']) AS t;
-          timeout          |                    result                     
----------------------------+-----------------------------------------------
- -1 year 360 days 1 second | 22023: handler timeout must be positive
- 593000 years              | 22008: handler timeout is out of range
- 7115004 months            | 22008: handler timeout is out of range
- 1 hour 1 second           | 22023: handler timeout must be at most 1 hour
- 1 hour                    | ok
-(5 rows)
 
 -- an error quoting a long header name cuts it at a character boundary: a
 -- LATIN1 client gets the real error, not an encoding error
 SET client_encoding = 'LATIN1';
 SELECT outbox_publish('iso.latin1', '{}', headers => jsonb_build_object(repeat('x', 63) || repeat(U&'\00E9', 10), 'v'));
-ERROR:  invalid header name "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" in message headers
 RESET client_encoding;
 SELECT pg_temp.try(format($$SELECT outbox_publish('iso.latin1', '{}', headers => %L)$$,
 	jsonb_build_object(repeat('x', 63) || repeat(U&'\00E9', 10), 'v'))) ~ ('"' || repeat('x', 63) || '"') AS cut_before_the_character;
- cut_before_the_character 
---------------------------
- t
-(1 row)
 
 -- none of the refused calls stored anything
 SELECT topic, count(*) FROM grelout.outbox WHERE topic LIKE 'iso.%' GROUP BY topic ORDER BY topic;
-    topic    | count 
--------------+-------
- iso.ctl     |     1
- iso.delay   |     1
- iso.hdr     |     1
- iso.invoice |     2
- iso.legacy  |     1
- iso.nbsp    |     1
- iso.plain   |     2
- iso.tx      |     2
-(8 rows)
 
 -- outbox_purge: pending messages only with pending => true, and only of
 -- the topic named; delivered and dead of any topic as in 1.0
 SELECT outbox_publish('iso.nohandler', '{}') IS NOT NULL AS staged FROM generate_series(1, 3);
- staged 
---------
- t
- t
- t
-(3 rows)
-
 UPDATE grelout.outbox SET state = 'dead', dead_at = now() - interval '2 days' WHERE topic = 'iso.plain';
 SELECT outbox_purge(topic => 'iso.nohandler') AS purge_topic_without_pending;
- purge_topic_without_pending 
------------------------------
-                           0
-(1 row)
-
 -- one message by its id: pending only with pending => true
 SELECT outbox_purge(message_id => (SELECT id FROM grelout.outbox WHERE topic = 'iso.nohandler' ORDER BY id LIMIT 1))
 	AS purge_pending_id_without_pending;
- purge_pending_id_without_pending 
-----------------------------------
-                                0
-(1 row)
-
 SELECT outbox_purge(message_id => (SELECT id FROM grelout.outbox WHERE topic = 'iso.nohandler' ORDER BY id LIMIT 1),
 	pending => true) AS purge_one_pending_by_id;
- purge_one_pending_by_id 
--------------------------
-                       1
-(1 row)
-
 SELECT pg_temp.try($$SELECT outbox_purge(pending => true)$$) AS pending_without_topic;
-                         pending_without_topic                          
-------------------------------------------------------------------------
- 22023: outbox_purge with pending => true needs a topic or a message id
-(1 row)
-
 SELECT outbox_purge('1 hour', 'iso.nohandler', true) AS pending_older_than_an_hour;
- pending_older_than_an_hour 
-----------------------------
-                          0
-(1 row)
-
 SELECT outbox_purge(topic => 'iso.nohandler', pending => true) AS pending_purged;
- pending_purged 
-----------------
-              2
-(1 row)
-
 SELECT outbox_purge('1 day', 'iso.invoice') AS other_topic_dead;
- other_topic_dead 
-------------------
-                0
-(1 row)
-
 SELECT outbox_purge('1 day') AS dead_older_than_a_day;
- dead_older_than_a_day 
------------------------
-                     2
-(1 row)
-
 SELECT outbox_purge('30 days') AS one_argument_still_unambiguous;
- one_argument_still_unambiguous 
---------------------------------
-                              0
-(1 row)
-
 SELECT topic, state, count(*) FROM grelout.outbox WHERE topic IN ('iso.nohandler', 'iso.plain', 'iso.invoice')
 GROUP BY topic, state ORDER BY topic, state;
-    topic    |  state  | count 
--------------+---------+-------
- iso.invoice | pending |     2
-(1 row)
 
 -- handlers_masked: no URL credentials, query values or fragment
 DELETE FROM grelout.handlers;
@@ -468,19 +195,8 @@ INSERT INTO grelout.handlers (topic, url, enabled) VALUES
 	('iso.m2', 'http://hooks.example.com:8080/a/b?x=1&sig=zz#frag', false),
 	('iso.m3', 'https://hooks.example.com/plain', false);
 SELECT topic, url FROM grelout.handlers_masked ORDER BY topic;
- topic  |                         url                         
---------+-----------------------------------------------------
- iso.m1 | https://***@hooks.example.com/in?token=***
- iso.m2 | http://hooks.example.com:8080/a/b?x=***&sig=***#***
- iso.m3 | https://hooks.example.com/plain
-(3 rows)
-
 SELECT count(*) AS secrets_shown FROM grelout.handlers_masked
 WHERE url ~ '(alice|S3cr3t|abc|zz|frag)';
- secrets_shown 
----------------
-             0
-(1 row)
 
 RESET ROLE;
 TRUNCATE grelout.outbox, grelout.handlers;
