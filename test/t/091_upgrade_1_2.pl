@@ -7,7 +7,7 @@
 # upgrade every message is delivered (none lost, none twice; the ordered key
 # in order), the old session's next calls work, the grants are kept, and the
 # upgraded schema equals a fresh 1.2 install's (dump, extension members,
-# initial privileges).
+# initial privileges; test 092 compares every member and catalog fact).
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
