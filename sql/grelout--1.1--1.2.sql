@@ -3,8 +3,8 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION grelout UPDATE TO '1.2'" to load this file. \quit
 
--- A fresh 1.2 install runs grelout--1.0.sql, grelout--1.0--1.1.sql and then
--- this script, so an upgraded database and a new one have the same schema.
+-- A fresh 1.2 install reads grelout--1.2.sql instead; test/t/092_schema_identity.pl
+-- checks that a database upgraded here and a fresh one have the same schema.
 -- As in the earlier scripts, nothing is created with IF NOT EXISTS, and
 -- OR REPLACE only where replacing the extension's own object (keeping its
 -- grants) is the point.
@@ -92,3 +92,138 @@ CREATE FUNCTION grelout.set_secret(handler text, secret text,
 COMMENT ON FUNCTION grelout.set_secret(text, text, boolean)
 	IS 'set a handler''s signing secret (previous => true: its previous_secret) without the secret in the statement''s text';
 REVOKE ALL ON FUNCTION grelout.set_secret(text, text, boolean) FROM PUBLIC;
+
+------------------------------------------------------------------------
+-- issue 30: each rule and each number written once
+--
+-- The handler triggers of 1.1 typed the routing lock's key, and their
+-- finish of a fan-out message repeated the relay's rule in plpgsql.  They
+-- now call the library for both: grelout._lock_routing() takes the lock
+-- whose key only the library knows (src/constants.h), and
+-- grelout._finalize_fanout() finishes fan-out messages by the relay's own
+-- statement.  Replaced in place: same signatures, so the triggers and the
+-- grants stay.
+------------------------------------------------------------------------
+
+-- The routing lock, in exclusive mode, until the transaction ends.
+CREATE FUNCTION grelout._lock_routing() RETURNS void
+	AS 'MODULE_PATHNAME', 'grelout_lock_routing_1_2'
+	LANGUAGE C VOLATILE STRICT;
+COMMENT ON FUNCTION grelout._lock_routing()
+	IS 'take the routing lock in exclusive mode until the transaction ends (the handler triggers)';
+REVOKE ALL ON FUNCTION grelout._lock_routing() FROM PUBLIC;
+
+-- Finish the fan-out messages among ids whose deliveries are all finished,
+-- as the relay does: dead if one went dead, else delivered (deleted with
+-- their rows unless grelout.keep_delivered keeps them).
+CREATE FUNCTION grelout._finalize_fanout(ids uuid[]) RETURNS void
+	AS 'MODULE_PATHNAME', 'grelout_finalize_fanout_1_2'
+	LANGUAGE C VOLATILE STRICT
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION grelout._finalize_fanout(uuid[])
+	IS 'finish the fan-out messages among ids whose deliveries are all finished, by the relay''s rule';
+REVOKE ALL ON FUNCTION grelout._finalize_fanout(uuid[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION grelout._handlers_reroute() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $reroute$
+BEGIN
+	PERFORM grelout._lock_routing();
+	UPDATE grelout.outbox AS o SET route = 'new'
+	WHERE o.route = 'waiting'
+		AND grelout._topic_matches(NEW.topic, o.topic)
+		AND (NEW.filter IS NULL OR o.payload OPERATOR(pg_catalog.@>) NEW.filter);
+	IF FOUND THEN
+		PERFORM grelout._wake();
+	END IF;
+	RETURN NULL;
+END
+$reroute$;
+
+CREATE OR REPLACE FUNCTION grelout._handlers_forget() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $forget$
+DECLARE
+	n bigint;
+	touched uuid[];
+	unroute_ids uuid[];
+BEGIN
+	PERFORM grelout._lock_routing();
+
+	-- inline deliveries: a fresh, unrouted message (a claim in flight is
+	-- fenced off: its lease is gone); a delayed one stays delayed.  Then
+	-- the fan-out deliveries.
+	IF TG_OP = 'DELETE' THEN
+		UPDATE grelout.outbox AS o
+		SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+			attempts = 0, last_error = NULL, last_status = NULL,
+			last_duration_ms = NULL,
+			available_at = CASE WHEN o.state = 'processing'
+				THEN pg_catalog.now() ELSE o.available_at END
+		WHERE o.route = 'single' AND o.handler = OLD.name
+			AND o.state IN ('pending', 'processing');
+		GET DIAGNOSTICS n = ROW_COUNT;
+		WITH gone AS (
+			DELETE FROM grelout.fanout AS f
+			WHERE f.handler = OLD.name AND f.state IN ('pending', 'processing')
+			RETURNING f.message_id)
+		SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	ELSE
+		UPDATE grelout.outbox AS o
+		SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+			attempts = 0, last_error = NULL, last_status = NULL,
+			last_duration_ms = NULL,
+			available_at = CASE WHEN o.state = 'processing'
+				THEN pg_catalog.now() ELSE o.available_at END
+		WHERE o.route = 'single' AND o.state IN ('pending', 'processing');
+		GET DIAGNOSTICS n = ROW_COUNT;
+		WITH gone AS (
+			DELETE FROM grelout.fanout AS f
+			WHERE f.state IN ('pending', 'processing')
+			RETURNING f.message_id)
+		SELECT pg_catalog.array_agg(DISTINCT gone.message_id) INTO touched FROM gone;
+	END IF;
+	IF touched IS NULL THEN
+		IF n > 0 THEN
+			PERFORM grelout._wake();
+		END IF;
+		RETURN NULL;
+	END IF;
+
+	-- Wait for the settles in flight of these messages' other deliveries
+	-- (and hold theirs off): the next statement sees them, or the relay's
+	-- finalize after them sees this deletion.
+	PERFORM 1 FROM grelout.fanout AS f
+	WHERE f.message_id = ANY (touched)
+	ORDER BY f.message_id, f.handler
+	FOR UPDATE;
+
+	-- A message left with no unfinished delivery that no handler delivered
+	-- (no delivered row, and not fanout_delivered) is unrouted again, its
+	-- rows gone: routed to whatever matches it now, else it waits.
+	SELECT pg_catalog.array_agg(d.id) INTO unroute_ids
+	FROM (SELECT o.id
+		FROM grelout.outbox AS o
+			LEFT JOIN grelout.fanout AS f ON f.message_id = o.id
+		WHERE o.id = ANY (touched) AND o.route = 'fanout'
+			AND o.state IN ('pending', 'processing') AND NOT o.fanout_delivered
+		GROUP BY o.id
+		HAVING NOT (pg_catalog.bool_or(f.state IN ('pending', 'processing', 'delivered')) IS TRUE)) AS d;
+	DELETE FROM grelout.fanout AS f WHERE f.message_id = ANY (unroute_ids);
+	UPDATE grelout.outbox AS o
+	SET route = 'new', handler = NULL, state = 'pending', lease = NULL,
+		attempts = 0, last_error = NULL, last_status = NULL,
+		last_duration_ms = NULL, dead_at = NULL
+	WHERE o.id = ANY (unroute_ids);
+
+	-- The others that another handler delivered are finished as the relay
+	-- finishes them (dead if one went dead, else delivered); those still
+	-- with an unfinished delivery stay as they are.
+	PERFORM grelout._finalize_fanout(touched);
+
+	PERFORM grelout._wake();
+	RETURN NULL;
+END
+$forget$;

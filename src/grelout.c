@@ -373,8 +373,9 @@ grelout_assert_preloaded(PG_FUNCTION_ARGS)
 /*
  * grelout_keeps_delivered: grelout._keeps_delivered() RETURNS boolean.
  * Whether grelout.keep_delivered keeps delivered messages (on, or for a
- * window), as the relays read it: the handler triggers finalize a fan-out
- * message by the same rule.
+ * window), as the relays read it.  The 1.1 handler triggers finalized a
+ * fan-out message by it; those of 1.2 call grelout._finalize_fanout()
+ * (store.c), which reads the setting itself.  Kept for the 1.1 schema.
  */
 Datum
 grelout_keeps_delivered(PG_FUNCTION_ARGS)

@@ -15,7 +15,11 @@
  */
 #include "route.h"
 
+#include "constants.h"
+
 #include <string.h>
+
+#define RESERVED	GRELOUT_RESERVED_TOPIC_SEGMENT
 
 /* A segment of a topic or pattern: [start, start + len). */
 typedef struct Segment
@@ -92,7 +96,7 @@ edge_topic_pattern_valid(const char *pattern, size_t len)
 bool
 edge_topic_reserved(const char *topic, size_t len)
 {
-	static const char word[] = "grelout";
+	static const char word[] = RESERVED;
 	size_t		wlen = sizeof(word) - 1;
 
 	if (len < wlen || (len > wlen && topic[wlen] != '.'))
@@ -133,7 +137,9 @@ edge_topic_match(const char *pattern, size_t plen,
 	size_t		hash_tpos = 0;
 	bool		hash_tdone = false;
 
-	if (plen > 0 && tlen >= 8 && memcmp(topic, "grelout.", 8) == 0)
+	/* the topic begins with "grelout." (sizeof counts the dot's place) */
+	if (plen > 0 && tlen >= sizeof(RESERVED) &&
+		memcmp(topic, RESERVED ".", sizeof(RESERVED)) == 0)
 	{
 		size_t		p = 0;
 		bool		l;

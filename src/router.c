@@ -38,6 +38,23 @@
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(grelout_lock_routing_1_2);
+
+/*
+ * grelout_lock_routing_1_2: grelout._lock_routing() RETURNS void: the
+ * routing lock (constants.h) in exclusive mode, until the transaction
+ * ends.  The handler triggers of the 1.2 schema take it first; routing
+ * takes it in shared mode, trying, never waiting (store_route).
+ */
+Datum
+grelout_lock_routing_1_2(PG_FUNCTION_ARGS)
+{
+	(void) DirectFunctionCall2(pg_advisory_xact_lock_int4,
+							   Int32GetDatum(ROUTING_LOCK_KEY1),
+							   Int32GetDatum(ROUTING_LOCK_KEY2));
+	PG_RETURN_VOID();
+}
 #include "utils/uuid.h"
 
 /* The handlers, in name order (the order fan-out deliveries are claimed). */

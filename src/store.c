@@ -831,6 +831,30 @@ store_finalize_fanout(List *ids, bool keep_delivered)
 	finalize(arr, keep_delivered, (Datum) 0);
 }
 
+PG_FUNCTION_INFO_V1(grelout_finalize_fanout_1_2);
+
+/*
+ * grelout_finalize_fanout_1_2: grelout._finalize_fanout(ids uuid[]) RETURNS
+ * void, strict: the relay's finalize of fan-out messages (lock_messages,
+ * then finalize, keeping delivered messages as grelout.keep_delivered
+ * says), for the handler triggers of the 1.2 schema, so that the rule that
+ * finishes a fan-out message is written once, here.  The caller has locked
+ * the messages' fan-out rows (the order the relay takes them in) and runs
+ * with the search_path pinned (the function's SET clause).
+ */
+Datum
+grelout_finalize_fanout_1_2(PG_FUNCTION_ARGS)
+{
+	Datum		ids = PG_GETARG_DATUM(0);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	lock_messages(ids);
+	finalize(ids, grelout_keep_mode != GRELOUT_KEEP_OFF, (Datum) 0);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
 /*
  * settle_fanout: the fan-out outcomes (1.1): update their rows (delete the
  * delivered ones not kept), lock their messages, then finalize the

@@ -11,6 +11,7 @@
 #define GRELOUT_STORE_H
 
 #include "grelout.h"
+#include "constants.h"
 
 #include "executor/spi.h"
 #include "nodes/pg_list.h"
@@ -36,27 +37,7 @@ enum
 	CLAIM_FANOUT				/* a grelout.fanout row, not an inline one */
 };
 
-/*
- * The routing lock: a transaction-level advisory lock, taken in exclusive
- * mode by the handler triggers of the 1.1 schema, in shared mode by routing.
- */
-#define ROUTING_LOCK_KEY1	1735552116	/* "grlt" */
-#define ROUTING_LOCK_KEY2	1
-
-/*
- * The router lock (same first key): routing takes it in exclusive mode,
- * tried and never waited for, so one relay routes at a time and the
- * routing order (grelout.route_seq) follows visibility (per-key ordering).
- */
-#define ROUTER_LOCK_KEY2	2
-
-/*
- * The redrive lock (same first key): a claim takes it in shared mode,
- * tried, and claims deliveries of ordered handlers only when it got it;
- * outbox_redrive takes it in exclusive mode.  So no claim decides with a
- * view of the heads of keys that a redrive in progress is changing.
- */
-#define REDRIVE_LOCK_KEY2	3
+/* the advisory lock keys: constants.h */
 
 /* The installed grelout schema, as the relay's statements need it. */
 typedef enum StoreSchema

@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(344);
+SELECT plan(347);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -355,8 +355,8 @@ SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
 		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
 		'capture', 'uncapture', '_capture', 'relay_stats_by_database', '_handler_live',
-		'_handlers_health', 'set_secret'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live, _handlers_health and (1.2) set_secret');
+		'_handlers_health', 'set_secret', '_lock_routing', '_finalize_fanout'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live, _handlers_health and (1.2) set_secret, _lock_routing, _finalize_fanout');
 -- capture (issue 13): run as the caller (the table's owner is checked as
 -- current_user), search_path pinned; the trigger function runs as the writer
 SELECT isnt_definer('grelout', f, a, 'grelout.' || f || ' is SECURITY INVOKER')
@@ -395,7 +395,12 @@ SELECT function_privs_are('grelout', f, ARRAY[]::name[], 'public', ARRAY[]::text
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM unnest(ARRAY['_assert_preloaded', '_handlers_validate', 'relay_stats', '_wake',
 	'_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
-	'_capture', 'relay_stats_by_database', '_handler_live', '_handlers_health']::name[]) AS f;
+	'_capture', 'relay_stats_by_database', '_handler_live', '_handlers_health',
+	'_lock_routing']::name[]) AS f;
+SELECT function_privs_are('grelout', '_finalize_fanout', ARRAY['uuid[]']::name[], 'public', ARRAY[]::text[],
+	'grelout._finalize_fanout: no EXECUTE for PUBLIC');
+SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'grelout._finalize_fanout(uuid[])'::regprocedure),
+	ARRAY['search_path=pg_catalog, pg_temp'], 'grelout._finalize_fanout pins search_path to pg_catalog, pg_temp');
 SELECT function_privs_are('grelout', f, a, 'public', ARRAY[]::text[],
 	'grelout.' || f || ': no EXECUTE for PUBLIC')
 FROM (VALUES ('capture', ARRAY['regclass', 'text', 'text[]', 'text[]']::name[]),

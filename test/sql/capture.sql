@@ -123,7 +123,7 @@ DELETE FROM measures_c;
 TRUNCATE measures;
 SELECT * FROM pg_temp.published();
 SELECT tgrelid::regclass AS captured_through_clone FROM pg_trigger
-WHERE tgfoid = 'grelout._capture'::regproc AND tgparentid <> 0 ORDER BY 1::text;
+WHERE tgfoid = 'grelout._capture'::regproc AND tgparentid <> 0 ORDER BY tgrelid::regclass::text;
 -- a partition of a captured table cannot be captured or uncaptured alone
 SELECT pg_temp.try($$SELECT grelout.capture('measures_a')$$) AS capture_partition;
 SELECT pg_temp.try($$SELECT grelout.uncapture('measures_a')$$) AS uncapture_partition;

@@ -27,14 +27,19 @@ DROP FUNCTION public.outbox_publish(text, jsonb, text, jsonb, interval, text);
 
 -- the same for the operator functions
 SET ROLE regress_grelout_hostile;
-CREATE FUNCTION public.outbox_purge(older_than interval DEFAULT NULL)
+CREATE FUNCTION public.outbox_purge(older_than interval DEFAULT NULL,
+	topic text DEFAULT NULL, pending boolean DEFAULT false, message_id uuid DEFAULT NULL)
 	RETURNS bigint LANGUAGE sql AS $$SELECT 0::bigint$$;
 RESET ROLE;
 CREATE EXTENSION grelout;
 \echo :LAST_ERROR_SQLSTATE
-DROP FUNCTION public.outbox_purge(interval);
+DROP FUNCTION public.outbox_purge(interval, text, boolean, uuid);
 
--- and for the functions the 1.1 script adds after the 1.0 one
+-- and for a function 1.0 did not have (1.2 installs from one script, so
+-- a function of 1.0's signature that later versions replaced, such as
+-- outbox_purge(interval), is no longer in the way: a call that matches both
+-- it and grelout's then fails as ambiguous, as it would have were it
+-- created after the install)
 SET ROLE regress_grelout_hostile;
 CREATE FUNCTION public.outbox_message_status(id uuid) RETURNS TABLE (state text)
 	LANGUAGE sql AS $$SELECT 'hijacked'$$;

@@ -32,13 +32,13 @@ WHERE d.refclassid = 'pg_extension'::regclass AND e.extname = 'grelout'
 SELECT p.oid::regprocedure AS function,
 	has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
 FROM members m JOIN pg_proc p ON p.oid = m.objid
-WHERE m.catalog = 'pg_proc'::regclass ORDER BY 1::text;
+WHERE m.catalog = 'pg_proc'::regclass ORDER BY p.oid::regprocedure::text;
 
 -- every table, view and sequence of the extension: nothing for PUBLIC
 SELECT c.oid::regclass AS relation, c.relkind,
 	has_table_privilege('public', c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER') AS public_any
 FROM members m JOIN pg_class c ON c.oid = m.objid
-WHERE m.catalog = 'pg_class'::regclass ORDER BY 1::text;
+WHERE m.catalog = 'pg_class'::regclass ORDER BY c.oid::regclass::text;
 
 -- the schema grelout: no USAGE or CREATE for PUBLIC, and no ACL entry at
 -- all for PUBLIC on anything in it
@@ -57,7 +57,7 @@ WHERE a.grantee = 0;
 -- pg_catalog with pg_temp last
 SELECT p.oid::regprocedure AS function, p.proconfig
 FROM members m JOIN pg_proc p ON p.oid = m.objid
-WHERE m.catalog = 'pg_proc'::regclass AND p.prosecdef ORDER BY 1::text;
+WHERE m.catalog = 'pg_proc'::regclass AND p.prosecdef ORDER BY p.oid::regprocedure::text;
 SELECT count(*) AS definer_functions_without_safe_search_path
 FROM members m JOIN pg_proc p ON p.oid = m.objid
 WHERE m.catalog = 'pg_proc'::regclass AND p.prosecdef

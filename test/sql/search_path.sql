@@ -26,7 +26,7 @@ FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
 WHERE d.classid = 'pg_proc'::regclass AND d.refclassid = 'pg_extension'::regclass
 	AND d.deptype = 'e' AND e.extname = 'grelout' AND l.lanname <> 'c'
 	AND NOT coalesce(p.proconfig @> ARRAY['search_path=pg_catalog, pg_temp'], false)
-ORDER BY 1::text;
+ORDER BY p.oid::regprocedure::text;
 
 CREATE ROLE regress_grelout_sp;
 CREATE SCHEMA regress_grelout_sp AUTHORIZATION regress_grelout_sp;

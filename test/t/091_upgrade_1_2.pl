@@ -7,7 +7,7 @@
 # upgrade every message is delivered (none lost, none twice; the ordered key
 # in order), the old session's next calls work, the grants are kept, and the
 # upgraded schema equals a fresh 1.2 install's (dump, extension members,
-# initial privileges).
+# initial privileges; test 092 compares every member and catalog fact).
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -152,7 +152,7 @@ is(sq(q{SELECT has_function_privilege('app_ops', 'outbox_purge(interval, text, b
 	't', 'EXECUTE on outbox_purge, with its grant option, kept');
 is(sq(q{SELECT has_function_privilege('app_pub', 'outbox_publish(text, jsonb, text, jsonb, interval, text)', 'EXECUTE')}),
 	't', 'EXECUTE on outbox_publish kept');
-is(sq(q{SELECT string_agg(p.oid::regprocedure::text, ',' ORDER BY 1)
+is(sq(q{SELECT string_agg(p.oid::regprocedure::text, ',' ORDER BY p.oid::regprocedure::text)
 	FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
 		AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
 		AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'grelout')
@@ -174,11 +174,13 @@ for my $db ('app', 'fresh')
 	($schema{$db} = PostgreSQL::Test::Utils::slurp_file("$dir/$db.sql")) =~ s/^\\(un)?restrict .*$//mg;
 }
 is($schema{app}, $schema{fresh}, 'the upgraded schema dumps exactly as a fresh 1.2 install');
-my $members = q{SELECT string_agg(pg_describe_object(classid, objid, objsubid), E'\n' ORDER BY 1)
+my $members = q{SELECT string_agg(pg_describe_object(classid, objid, objsubid), E'\n'
+	ORDER BY pg_describe_object(classid, objid, objsubid))
 	FROM pg_depend WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
 	AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'grelout')};
 is(sq($members), $node->safe_psql('fresh', $members), 'the same extension members');
-my $initprivs = q{SELECT string_agg(pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' ' || i.initprivs::text, E'\n' ORDER BY 1)
+my $initprivs = q{SELECT string_agg(pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' ' || i.initprivs::text, E'\n'
+	ORDER BY pg_describe_object(i.classoid, i.objoid, i.objsubid))
 	FROM pg_init_privs i JOIN pg_depend d ON d.classid = i.classoid AND d.objid = i.objoid
 	WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'};
 is(sq($initprivs), $node->safe_psql('fresh', $initprivs), 'the same initial privileges');
