@@ -139,7 +139,7 @@ open_owned_table(FunctionCallInfo fcinfo, LOCKMODE lockmode)
 	relid = PG_GETARG_OID(0);
 
 	/* before taking any lock: whoever does not own it cannot block it */
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!grelout_table_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
 	rel = relation_open(relid, lockmode);
 	if (rel->rd_rel->relkind != RELKIND_RELATION &&
@@ -650,7 +650,7 @@ build_key(CaptureEntry *e, Relation rel)
 
 	if (e->tableid != e->relid)
 		table = relation_open(e->tableid, AccessShareLock);
-	pkoid = RelationGetPrimaryKeyIndex(table);
+	pkoid = grelout_primary_key_index(table);
 	e->nkeys = 0;
 	if (OidIsValid(pkoid))
 	{

@@ -133,7 +133,7 @@ may_run(Oid dboid, bool copy)
 	HeapTuple	tup;
 	bool		is_template;
 
-	if (pg_database_ownercheck(dboid, GetUserId()))
+	if (grelout_database_ownercheck(dboid, GetUserId()))
 		return !copy || have_createdb_privilege();
 	if (!copy || !have_createdb_privilege())
 		return false;
@@ -211,7 +211,7 @@ step_aside(const char *dbname, bool copy)
 		{
 			a->dboid = dboid;
 			a->pid = MyProcPid;
-			a->pgprocno = MyProc->pgprocno;
+			a->pgprocno = grelout_procno(MyProc);
 			recorded = true;
 		}
 	}

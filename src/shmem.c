@@ -142,7 +142,7 @@ grelout_wake_relays(void)
 		procno = slot->pgprocno;
 		pg_read_barrier();
 		if (procno >= 0)
-			SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+			SetLatch(&GetPGProcByNumber(procno)->procLatch);
 	}
 }
 
@@ -171,7 +171,7 @@ grelout_wake_launcher(bool rescan, Oid extension_in)
 	procno = grelout_shared->launcher_pgprocno;
 	SpinLockRelease(&grelout_shared->mutex);
 	if (procno >= 0)
-		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+		SetLatch(&GetPGProcByNumber(procno)->procLatch);
 }
 
 /*
@@ -233,7 +233,7 @@ grelout_slot_attach(int index)
 	slot->started_at = GetCurrentTimestamp();
 	slot->in_flight = 0;
 	strlcpy(slot->activity, "starting", sizeof(slot->activity));
-	slot->pgprocno = MyProc->pgprocno;
+	slot->pgprocno = grelout_procno(MyProc);
 	slot->state = SLOT_RUNNING;
 	SpinLockRelease(&slot->mutex);
 	on_shmem_exit(slot_detach, PointerGetDatum(slot));
