@@ -32,6 +32,7 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/acl.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -126,6 +127,35 @@ grelout_create_wait_event_set(int nevents)
 	return CreateWaitEventSet(NULL, nevents);
 #else
 	return CreateWaitEventSet(TopMemoryContext, nevents);
+#endif
+}
+
+/*
+ * The "extra" a GUC check hook hands to its assign hook: PostgreSQL frees
+ * it when the value is replaced.
+ * 16: GUC memory lives in a memory context: extra must come from
+ * guc_malloc() and is released with guc_free() (pfree); malloc'd memory
+ * there fails with "pfree called with invalid pointer" (17) or worse.
+ * 15: extra is malloc'd and free()d.
+ * Both return NULL when out of memory, as malloc does.
+ */
+static inline void *
+grelout_guc_malloc(size_t size)
+{
+#if PG_VERSION_NUM >= 160000
+	return guc_malloc(LOG, size);
+#else
+	return malloc(size);
+#endif
+}
+
+static inline void
+grelout_guc_free(void *ptr)
+{
+#if PG_VERSION_NUM >= 160000
+	guc_free(ptr);
+#else
+	free(ptr);
 #endif
 }
 
