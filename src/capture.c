@@ -503,7 +503,7 @@ capture_relcache_callback(Datum arg, Oid relid)
 }
 
 static void
-capture_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+capture_syscache_callback(Datum arg, GreloutSysCacheId cacheid, uint32 hashvalue)
 {
 	capture_invalidate(InvalidOid);
 }

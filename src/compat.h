@@ -34,6 +34,7 @@
 #include "utils/acl.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -158,5 +159,15 @@ grelout_guc_free(void *ptr)
 	free(ptr);
 #endif
 }
+
+/*
+ * The cache id a syscache invalidation callback receives.
+ * 19: SysCacheIdentifier, an enum (catalog/syscache_ids.h), where it was int.
+ */
+#if PG_VERSION_NUM >= 190000
+typedef SysCacheIdentifier GreloutSysCacheId;
+#else
+typedef int GreloutSysCacheId;
+#endif
 
 #endif							/* GRELOUT_COMPAT_H */

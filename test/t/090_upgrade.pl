@@ -184,11 +184,13 @@ for my $db ('app', 'fresh')
 like($schema{app}, qr/GRANT ALL ON FUNCTION public\.outbox_purge\(older_than interval, topic text, pending boolean, message_id uuid\) TO app_ops WITH GRANT OPTION/,
 	'the dump of the upgraded database grants outbox_purge to the operator');
 is($schema{app}, $schema{fresh}, 'the upgraded schema dumps exactly as a fresh 1.1 install');
-my $members = q{SELECT string_agg(pg_describe_object(classid, objid, objsubid), E'\n' ORDER BY 1)
+my $members = q{SELECT string_agg(pg_describe_object(classid, objid, objsubid), E'\n'
+		ORDER BY pg_describe_object(classid, objid, objsubid))
 	FROM pg_depend WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
 	AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'grelout')};
 is(sq($members), $node->safe_psql('fresh', $members), 'the same extension members');
-my $initprivs = q{SELECT string_agg(pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' ' || i.initprivs::text, E'\n' ORDER BY 1)
+my $initprivs = q{SELECT string_agg(pg_describe_object(i.classoid, i.objoid, i.objsubid) || ' ' || i.initprivs::text, E'\n'
+		ORDER BY pg_describe_object(i.classoid, i.objoid, i.objsubid))
 	FROM pg_init_privs i JOIN pg_depend d ON d.classid = i.classoid AND d.objid = i.objoid
 	WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'};
 is(sq($initprivs), $node->safe_psql('fresh', $initprivs), 'the same initial privileges');
