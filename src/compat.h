@@ -35,6 +35,7 @@
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/relcache.h"
@@ -168,6 +169,38 @@ grelout_guc_free(void *ptr)
 typedef SysCacheIdentifier GreloutSysCacheId;
 #else
 typedef int GreloutSysCacheId;
+#endif
+
+/*
+ * Building a Jsonb value token by token.
+ * 19: pushJsonbValue(JsonbInState *, ...) returns nothing; the value is in
+ * the state's result once the outermost container is closed.
+ * 15 to 18: pushJsonbValue(JsonbParseState **, ...) returns it.
+ * A builder starts zeroed: GreloutJsonbBuilder b = {0};
+ * grelout_jsonb_push() returns the completed value after the last token.
+ */
+#if PG_VERSION_NUM >= 190000
+typedef JsonbInState GreloutJsonbBuilder;
+
+static inline JsonbValue *
+grelout_jsonb_push(GreloutJsonbBuilder *b, JsonbIteratorToken seq,
+				   JsonbValue *v)
+{
+	pushJsonbValue(b, seq, v);
+	return b->result;
+}
+#else
+typedef struct GreloutJsonbBuilder
+{
+	JsonbParseState *state;
+} GreloutJsonbBuilder;
+
+static inline JsonbValue *
+grelout_jsonb_push(GreloutJsonbBuilder *b, JsonbIteratorToken seq,
+				   JsonbValue *v)
+{
+	return pushJsonbValue(&b->state, seq, v);
+}
 #endif
 
 #endif							/* GRELOUT_COMPAT_H */

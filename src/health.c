@@ -49,6 +49,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(grelout_handler_live);
 PG_FUNCTION_INFO_V1(grelout_handlers_health);

@@ -24,6 +24,7 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 GreloutShared *grelout_shared = NULL;
 
