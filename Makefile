@@ -74,6 +74,12 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# The PostgreSQL versions grelout builds on (src/compat.h holds their
+# differences, and says the same with an #error for a build without make).
+ifeq ($(filter 15 16 17 18 19,$(MAJORVERSION)),)
+$(error grelout supports PostgreSQL 15 to 19 only; $(PG_CONFIG) is PostgreSQL $(or $(MAJORVERSION),unknown))
+endif
+
 # After PGXS, which sets it: prove finds GreloutTest.pm in test/lib.
 # (PROVE_FLAGS stays free for the caller, e.g. PROVE_FLAGS=--verbose.)
 PG_PROVE_FLAGS += -I $(srcdir)/test/lib

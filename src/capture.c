@@ -140,7 +140,7 @@ open_owned_table(FunctionCallInfo fcinfo, LOCKMODE lockmode)
 	relid = PG_GETARG_OID(0);
 
 	/* before taking any lock: whoever does not own it cannot block it */
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!grelout_table_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
 	rel = relation_open(relid, lockmode);
 	if (rel->rd_rel->relkind != RELKIND_RELATION &&
@@ -509,7 +509,7 @@ capture_relcache_callback(Datum arg, Oid relid)
 }
 
 static void
-capture_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+capture_syscache_callback(Datum arg, GreloutSysCacheId cacheid, uint32 hashvalue)
 {
 	capture_invalidate(InvalidOid);
 }
@@ -656,7 +656,7 @@ build_key(CaptureEntry *e, Relation rel)
 
 	if (e->tableid != e->relid)
 		table = relation_open(e->tableid, AccessShareLock);
-	pkoid = RelationGetPrimaryKeyIndex(table);
+	pkoid = grelout_primary_key_index(table);
 	e->nkeys = 0;
 	if (OidIsValid(pkoid))
 	{
@@ -843,7 +843,7 @@ row_json(CaptureEntry *e, TupleTableSlot *slot)
 static text *
 row_key(CaptureEntry *e, TupleTableSlot *slot)
 {
-	JsonbParseState *state = NULL;
+	GreloutJsonbBuilder state = {0};
 	JsonbValue *array;
 	Jsonb	   *jb;
 
@@ -857,7 +857,7 @@ row_key(CaptureEntry *e, TupleTableSlot *slot)
 		return cstring_to_text(OutputFunctionCall(&e->key_out,
 												  slot->tts_values[e->keys[0] - 1]));
 	}
-	pushJsonbValue(&state, WJB_BEGIN_ARRAY, NULL);
+	grelout_jsonb_push(&state, WJB_BEGIN_ARRAY, NULL);
 	for (int i = 0; i < e->nkeys; i++)
 	{
 		JsonbValue	v;
@@ -872,16 +872,16 @@ row_key(CaptureEntry *e, TupleTableSlot *slot)
 			if (!JsonbExtractScalar(&elem->root, &v))
 				JsonbToJsonbValue(elem, &v);
 		}
-		pushJsonbValue(&state, WJB_ELEM, &v);
+		grelout_jsonb_push(&state, WJB_ELEM, &v);
 	}
-	array = pushJsonbValue(&state, WJB_END_ARRAY, NULL);
+	array = grelout_jsonb_push(&state, WJB_END_ARRAY, NULL);
 	jb = JsonbValueToJsonb(array);
 	return cstring_to_text(JsonbToCString(NULL, &jb->root, VARSIZE(jb)));
 }
 
 /* push_pair: one key and value (a Jsonb, or JSON null) of an object. */
 static void
-push_pair(JsonbParseState **state, const char *key, Jsonb *value)
+push_pair(GreloutJsonbBuilder *state, const char *key, Jsonb *value)
 {
 	JsonbValue	k;
 	JsonbValue	v;
@@ -889,12 +889,12 @@ push_pair(JsonbParseState **state, const char *key, Jsonb *value)
 	k.type = jbvString;
 	k.val.string.val = (char *) key;
 	k.val.string.len = strlen(key);
-	pushJsonbValue(state, WJB_KEY, &k);
+	grelout_jsonb_push(state, WJB_KEY, &k);
 	if (value == NULL)
 		v.type = jbvNull;
 	else if (!JsonbExtractScalar(&value->root, &v))
 		JsonbToJsonbValue(value, &v);
-	pushJsonbValue(state, WJB_VALUE, &v);
+	grelout_jsonb_push(state, WJB_VALUE, &v);
 }
 
 /*
@@ -903,24 +903,24 @@ push_pair(JsonbParseState **state, const char *key, Jsonb *value)
 static Jsonb *
 change_payload(CaptureEntry *e, CaptureOp op, Jsonb *newrow, Jsonb *oldrow)
 {
-	JsonbParseState *state = NULL;
+	GreloutJsonbBuilder state = {0};
 	JsonbValue	opv;
 	JsonbValue	k;
 
-	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	grelout_jsonb_push(&state, WJB_BEGIN_OBJECT, NULL);
 	k.type = jbvString;
 	k.val.string.val = "op";
 	k.val.string.len = 2;
-	pushJsonbValue(&state, WJB_KEY, &k);
+	grelout_jsonb_push(&state, WJB_KEY, &k);
 	opv.type = jbvString;
 	opv.val.string.val = (char *) op_names[op];
 	opv.val.string.len = strlen(op_names[op]);
-	pushJsonbValue(&state, WJB_VALUE, &opv);
+	grelout_jsonb_push(&state, WJB_VALUE, &opv);
 	push_pair(&state, "schema", e->schema_json);
 	push_pair(&state, "table", e->table_json);
 	push_pair(&state, "new", newrow);
 	push_pair(&state, "old", oldrow);
-	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+	return JsonbValueToJsonb(grelout_jsonb_push(&state, WJB_END_OBJECT, NULL));
 }
 
 /* same_json: two Jsonb values byte for byte the same. */

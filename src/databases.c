@@ -133,7 +133,7 @@ may_run(Oid dboid, bool copy)
 	HeapTuple	tup;
 	bool		is_template;
 
-	if (pg_database_ownercheck(dboid, GetUserId()))
+	if (grelout_database_ownercheck(dboid, GetUserId()))
 		return !copy || have_createdb_privilege();
 	if (!copy || !have_createdb_privilege())
 		return false;
@@ -234,7 +234,7 @@ take_aside(Oid dboid, bool admin)
 		a->dboid = dboid;
 		a->roleid = roleid;
 		a->pid = MyProcPid;
-		a->pgprocno = MyProc->pgprocno;
+		a->pgprocno = grelout_procno(MyProc);
 		result = ASIDE_TAKEN;
 	}
 	SpinLockRelease(&grelout_shared->mutex);

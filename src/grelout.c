@@ -126,7 +126,7 @@ check_keep_delivered(char **newval, void **extra, GucSource source)
 		parsed.window_ms = usecs / 1000;
 	}
 
-	result = (KeepDeliveredExtra *) malloc(sizeof(KeepDeliveredExtra));
+	result = (KeepDeliveredExtra *) grelout_guc_malloc(sizeof(KeepDeliveredExtra));
 	if (result == NULL)
 		return false;
 	*result = parsed;
@@ -157,7 +157,7 @@ check_allowed_networks(char **newval, void **extra, GucSource source)
 	size_t		badlen;
 	int			n;
 
-	result = (EdgeCidrList *) malloc(sizeof(EdgeCidrList));
+	result = (EdgeCidrList *) grelout_guc_malloc(sizeof(EdgeCidrList));
 	if (result == NULL)
 		return false;
 	n = edge_cidr_list_parse(*newval ? *newval : "", result->cidrs,
@@ -166,7 +166,7 @@ check_allowed_networks(char **newval, void **extra, GucSource source)
 	{
 		EdgeCidr	one;
 
-		free(result);
+		grelout_guc_free(result);
 		if (edge_cidr_parse(bad, badlen, &one))
 			GUC_check_errmsg("grelout.allowed_networks lists more than %d networks",
 							 EDGE_CIDR_LIST_MAX);

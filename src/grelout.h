@@ -13,6 +13,8 @@
 
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 #include "utils/uuid.h"

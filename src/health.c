@@ -49,6 +49,7 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(grelout_handler_live);
 PG_FUNCTION_INFO_V1(grelout_handlers_health);
@@ -81,10 +82,9 @@ health_shmem_init(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(HealthKey);
 	info.entrysize = sizeof(HealthEntry);
-	health_hash = ShmemInitHash("grelout handler health",
-								GRELOUT_MAX_HEALTH_ENTRIES,
-								GRELOUT_MAX_HEALTH_ENTRIES,
-								&info, HASH_ELEM | HASH_BLOBS);
+	health_hash = grelout_shmem_init_hash("grelout handler health",
+										  GRELOUT_MAX_HEALTH_ENTRIES,
+										  &info, HASH_ELEM | HASH_BLOBS);
 	health_lock = &(GetNamedLWLockTranche("grelout_health"))->lock;
 }
 

@@ -19,8 +19,13 @@
  * nothing wants it (the peer closed the idle connection), it is taken out
  * then.  Only sockets this file opens and closes (opensocket_cb,
  * closesocket_cb) are kept so, since only for them is it known when the
- * descriptor is closed and its number may come back as another socket;
- * any other socket libcurl watches is taken out as soon as it says so.
+ * descriptor is closed and its number may come back as another socket,
+ * and the multi handle's own wakeup descriptor, which lives as long as the
+ * multi handle: libcurl 8.20 and later watch it through their internal
+ * "admin" handle (an easy handle that is none of ours, CURLINFO_PRIVATE
+ * unset) while any transfer is alive and stop when none is, which cost an
+ * ADD and a DEL a request one after another.  Any other socket libcurl
+ * watches is taken out as soon as it says so.
  *
  * Easy handles are reused too: one per request slot, made the first time
  * that many requests are in flight at once.  The options every request
@@ -84,6 +89,7 @@ struct HttpEngine
 #define WATCH_OUT	0x02
 #define WATCH_OURS	0x04
 #define WATCH_KEPT	0x08
+#define WATCH_MULTI	0x10		/* the multi handle's own (file header) */
 
 /*
  * An easy handle with the shared options set, for one request at a time;
@@ -163,7 +169,7 @@ socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 
 	if (what == CURL_POLL_REMOVE)
 	{
-		if (w && (*w & WATCH_OURS) && have)
+		if (w && (*w & (WATCH_OURS | WATCH_MULTI)) && have)
 			*w |= WATCH_KEPT;
 		else
 		{
@@ -194,7 +200,24 @@ socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 			 watch_ctl(engine, EPOLL_CTL_MOD, s, events) != 0 && errno == ENOENT)
 		watch_ctl(engine, EPOLL_CTL_ADD, s, events);
 	if (w)
-		*w = (*w & WATCH_OURS) | want;
+	{
+		unsigned char kind = *w & (WATCH_OURS | WATCH_MULTI);
+
+		if (!kind && !have)
+		{
+			char	   *private = NULL;
+
+			/*
+			 * first watched for a handle of libcurl's own, the multi's:
+			 * not one of ours, each of which has its request as private
+			 * while in the multi (libcurl refuses getinfo on its own)
+			 */
+			if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, &private) != CURLE_OK ||
+				private == NULL)
+				kind = WATCH_MULTI;
+		}
+		*w = kind | want;
+	}
 	return 0;
 }
 
@@ -621,7 +644,7 @@ http_engine_perform(HttpEngine *engine)
 			if (fd < engine->nwatch && (engine->watch[fd] & WATCH_KEPT))
 			{
 				watch_ctl(engine, EPOLL_CTL_DEL, fd, 0);
-				engine->watch[fd] = WATCH_OURS;
+				engine->watch[fd] &= WATCH_OURS | WATCH_MULTI;
 				continue;
 			}
 			if (events[i].events & EPOLLIN)

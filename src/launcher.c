@@ -563,7 +563,7 @@ asides_now(Oid *out)
 
 		if (!OidIsValid(a->dboid))
 			continue;
-		if (ProcGlobal->allProcs[a->pgprocno].pid != a->pid)
+		if (GetPGProcByNumber(a->pgprocno)->pid != a->pid)
 		{
 			a->dboid = InvalidOid;
 			continue;
@@ -964,7 +964,7 @@ launcher_attach(void)
 			adopted_at[i] = now;
 
 	SpinLockAcquire(&grelout_shared->mutex);
-	grelout_shared->launcher_pgprocno = MyProc->pgprocno;
+	grelout_shared->launcher_pgprocno = grelout_procno(MyProc);
 	grelout_shared->rescan = true;
 	SpinLockRelease(&grelout_shared->mutex);
 	on_shmem_exit(launcher_detach, 0);

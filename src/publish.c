@@ -52,6 +52,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(grelout_publish);
 PG_FUNCTION_INFO_V1(grelout_publish_1_1);

@@ -2095,7 +2095,7 @@ relay_init(RelayState *st)
 	st->settle_cxt = AllocSetContextCreate(TopMemoryContext, "grelout settles",
 										   ALLOCSET_DEFAULT_SIZES);
 	dlist_init(&st->in_flight);
-	st->wes = CreateWaitEventSet(TopMemoryContext, 3);
+	st->wes = grelout_create_wait_event_set(3);
 	AddWaitEventToSet(st->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(st->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
 	AddWaitEventToSet(st->wes, WL_SOCKET_READABLE, http_engine_fd(st->engine),

@@ -24,6 +24,7 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 GreloutShared *grelout_shared = NULL;
 
@@ -142,7 +143,7 @@ grelout_wake_relays(void)
 		procno = slot->pgprocno;
 		pg_read_barrier();
 		if (procno >= 0)
-			SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+			SetLatch(&GetPGProcByNumber(procno)->procLatch);
 	}
 }
 
@@ -171,7 +172,7 @@ grelout_wake_launcher(bool rescan, Oid extension_in)
 	procno = grelout_shared->launcher_pgprocno;
 	SpinLockRelease(&grelout_shared->mutex);
 	if (procno >= 0)
-		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+		SetLatch(&GetPGProcByNumber(procno)->procLatch);
 }
 
 /*
@@ -262,7 +263,7 @@ grelout_slot_attach(int index)
 	slot->started_at = GetCurrentTimestamp();
 	slot->in_flight = 0;
 	strlcpy(slot->activity, "starting", sizeof(slot->activity));
-	slot->pgprocno = MyProc->pgprocno;
+	slot->pgprocno = grelout_procno(MyProc);
 	slot->state = SLOT_RUNNING;
 	SpinLockRelease(&slot->mutex);
 	on_shmem_exit(slot_detach, PointerGetDatum(slot));
