@@ -80,21 +80,17 @@ grelout_procno(PGPROC *proc)
 }
 
 /*
- * The relation's primary key index, deferrable or not, InvalidOid if none.
- * 15 and 16: RelationGetPrimaryKeyIndex(rel) returns it, deferrable or not.
- * 17: the same call returns InvalidOid for a DEFERRABLE primary key; the
- * relcache still holds it in rd_pkindex.
- * 18: RelationGetPrimaryKeyIndex(rel, deferrable_ok).
- * grelout keys captured rows on the primary key as 15 did, deferrable or not.
+ * The relation's primary key index, InvalidOid if none or if it is
+ * DEFERRABLE (it may not hold at the time a row is captured): what 15 to 17
+ * return, whose relcache leaves deferrable indexes out of rd_pkindex.
+ * 18: RelationGetPrimaryKeyIndex(rel, deferrable_ok) can return a
+ * deferrable one; grelout does not ask for it.
  */
 static inline Oid
 grelout_primary_key_index(Relation rel)
 {
 #if PG_VERSION_NUM >= 180000
-	return RelationGetPrimaryKeyIndex(rel, true);
-#elif PG_VERSION_NUM >= 170000
-	(void) RelationGetPrimaryKeyIndex(rel); /* fills the relcache's index list */
-	return rel->rd_pkindex;
+	return RelationGetPrimaryKeyIndex(rel, false);
 #else
 	return RelationGetPrimaryKeyIndex(rel);
 #endif

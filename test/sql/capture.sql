@@ -98,6 +98,14 @@ SELECT topic, key IS NULL AS no_key, payload->'new' AS new FROM pg_temp.publishe
 UPDATE events_log SET flag = false;
 DELETE FROM events_log;
 SELECT count(*) AS not_captured_events FROM grelout.outbox;
+-- a DEFERRABLE primary key is no key (it may not hold yet), on every
+-- version: 18 can report one, grelout does not ask (src/compat.h)
+CREATE TABLE deferred_keys (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v text);
+SELECT grelout.capture('deferred_keys', events => '{insert}');
+INSERT INTO deferred_keys VALUES (7, 'x');
+SELECT topic, key IS NULL AS no_key FROM pg_temp.published();
+SELECT grelout.uncapture('deferred_keys');
+DROP TABLE deferred_keys;
 -- the payload follows the table as it is now (a new column, a new name);
 -- the topic stays the one captured
 ALTER TABLE events_log ADD COLUMN extra int DEFAULT 5;
