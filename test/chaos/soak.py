@@ -353,6 +353,7 @@ class Txn:
     def __init__(self):
         self.xid = None
         self.now = None
+        self.lost_at = None     # when the client saw its COMMIT's connection go
         self.kept = []          # commit with the transaction
         self.dropped = []       # rolled back with a savepoint
 
@@ -527,6 +528,7 @@ class Client(threading.Thread):
             if phase == 'open':
                 self.settle(t, False, None, 'aborted by a fault')
             elif phase == 'commit':
+                t.lost_at = time.time()
                 self.uncertain.append((t, t_sent, kind))
                 self.counts['uncertain commits'] += 1
             else:
@@ -811,6 +813,9 @@ class Soak:
             "restart_after_crash = on",
             "max_prepared_transactions = 20",
             "max_connections = 60",
+            # an uncertain commit is resolved by its xid's status and commit
+            # time (see check(): an xid lost in a crash can be handed out again)
+            "track_commit_timestamp = on",
             # the faults kill PostgreSQL, never the machine: no need to fsync
             "fsync = off",
             "shared_buffers = '64MB'",
@@ -1089,6 +1094,21 @@ class Soak:
                     status = self.cluster.query('SELECT txid_status(%s)', (t.xid,))[0][0]
                 except psycopg2.Error:
                     pass
+                if status == 'committed' and t.lost_at is not None:
+                    # An xid is not WAL-logged when it is assigned: when the
+                    # server crashed before any record of this transaction
+                    # reached the WAL, recovery hands the same xid to a later
+                    # transaction, whose commit txid_status then reports.  Ours
+                    # committed, if at all, before the client lost its
+                    # connection; a commit after that is the xid's next owner.
+                    try:
+                        ts = self.cluster.query(
+                            'SELECT extract(epoch FROM pg_xact_commit_timestamp('
+                            '(%s %% 4294967296)::text::xid))::float8', (t.xid,))[0][0]
+                    except psycopg2.Error:
+                        ts = None
+                    if ts is not None and ts > t.lost_at:
+                        status = 'aborted, xid reused after the crash'
                 resolved[status or 'unknown'] += 1
                 if status == 'committed' and t_sent is not None:
                     for m in t.kept:
@@ -1096,9 +1116,9 @@ class Soak:
                         committed.setdefault(m.id, m)
                     for m in t.dropped:
                         rolled[m.id] = 'savepoint rollback'
-                elif status == 'aborted':
+                elif status and status.startswith('aborted'):
                     for m in t.kept + t.dropped:
-                        rolled[m.id] = 'commit lost, aborted'
+                        rolled[m.id] = 'commit lost, ' + status
                 else:
                     for m in t.kept + t.dropped:
                         uncertain[m.id] = m
