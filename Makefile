@@ -13,6 +13,8 @@
 #   make bench            the benchmark (bench/run)
 #   make chaos            the fault-injection soak (test/chaos/run)
 #   make demo             the live demo (scripts/demo), as root
+#   make dist             the PGXN release archive grelout-<version>.zip of
+#                         HEAD (the version from META.json)
 
 MODULE_big = grelout
 OBJS = \
@@ -100,6 +102,16 @@ ifeq ($(enable_tap_tests),yes)
 		{ echo 'the Perl TAP tests need IPC::Run (libipc-run-perl); or skip them: make installcheck TAP_TESTS='; exit 1; }
 endif
 endif
+
+# dist: the PGXN release archive, git archive of HEAD (what is committed;
+# .gitattributes leaves out what only git and CI use), every file under
+# grelout-<version>/, the version read from META.json.  DIST names the
+# archive's path (test/package/dist writes it elsewhere).
+EXTVERSION = $(shell /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["version"])' $(srcdir)/META.json)
+DIST = $(EXTENSION)-$(EXTVERSION).zip
+.PHONY: dist
+dist:
+	git -C $(srcdir) archive --format=zip --prefix=$(EXTENSION)-$(EXTVERSION)/ -o $(abspath $(DIST)) HEAD
 
 .PHONY: test bench chaos fuzz demo
 test:
