@@ -5,11 +5,13 @@
 # fan-out delivery waiting for a slot), delayed, processing under a lease
 # (a single delivery and a fan-out delivery in flight to a slow receiver),
 # dead, and an ordered key blocked by its dead head.  While both requests
-# are in flight, pg_dumpall writes GRELOUT_VERSIONS_DIR/dumpall.sql, which
-# restore.pl restores into 17, 18 and 19, with backlog.json (the
+# are in flight, pg_dumpall writes GRELOUT_VERSIONS_DIR/dumpall-1.1.sql;
+# then ALTER EXTENSION UPDATE TO '1.2' and pg_dumpall again, dumpall-1.2.sql.
+# restore.pl restores both into 17, 18 and 19, with backlog.json (the
 # description that GreloutVersions checks against).
 #
-# Then the same cluster, stopped, goes through pg_upgrade into a new 15
+# Then the same cluster (1.2 now: a regrole column in a user table, which
+# pg_upgrade accepts), stopped, goes through pg_upgrade into a new 15
 # cluster, as PostgreSQL's own pg_upgrade test does within one version:
 # while pg_upgrade holds the old and new servers (binary-upgrade mode) no
 # grelout launcher or relay starts (their server log, at DEBUG1, names
@@ -56,7 +58,7 @@ sq(qq{INSERT INTO grelout.handlers (name, topic, url, secret, previous_secret, t
 	VALUES
 	('orders', 'orders', '@{[ $url->('/orders') ]}', '$s1', '$s2', NULL, NULL, NULL, true, false, 'block'),
 	('fan-a', 'fan.#', '@{[ $url->('/fan-a') ]}', NULL, NULL, NULL, NULL, NULL, true, false, 'block'),
-	('fan-b', 'fan.*', '@{[ $url->('/fan-b') ]}', NULL, NULL, NULL, NULL, 1, true, false, 'block'),
+	('fan-b', 'fan.*', '@{[ $url->('/fan-b') ]}', NULL, NULL, '50 seconds', NULL, 1, true, false, 'block'),
 	('slow', 'slow', '@{[ $url->('/slow') ]}', NULL, NULL, '50 seconds', NULL, NULL, true, false, 'block'),
 	('dead', 'dead', '@{[ $url->('/dead') ]}', NULL, NULL, NULL, 1, NULL, true, false, 'block'),
 	('paused', 'paused', '@{[ $url->('/paused') ]}', NULL, NULL, NULL, NULL, NULL, false, false, 'block'),
@@ -112,11 +114,18 @@ my $backlog = {
 is(join(',', sort map { $_->{state} } @{ $backlog->{deliveries} }),
 	'dead,dead,pending,pending,pending,pending,pending,pending,pending,processing,processing',
 	'the backlog: 2 dead, 7 pending (3 blocked, 2 paused, 1 delayed, 1 waiting for a slot), 2 in flight');
-$node->command_ok([ 'pg_dumpall', '-f', "$out/dumpall.sql" ], 'pg_dumpall of the 1.1 cluster (15)');
-is(states('slow') . ' ' . $recv->stats('/slow')->{max_in_flight}, 'processing 1',
-	'the request was still in flight during the dump');
+$node->command_ok([ 'pg_dumpall', '-f', "$out/dumpall-1.1.sql" ], 'pg_dumpall of the 1.1 cluster (15)');
+# the same, updated to 1.2 (live, the leases still held), dumped again:
+# 1.2 dumps each message's publisher by role name (1.1: by oid)
+sq(q{ALTER EXTENSION grelout UPDATE TO '1.2'});
+is(sq(q{SELECT published_by FROM grelout.outbox WHERE id = '} . $backlog->{delayed} . q{'}), 'app_pub',
+	'1.2: published_by names the role');
+$node->command_ok([ 'pg_dumpall', '-f', "$out/dumpall-1.2.sql" ], 'pg_dumpall of the cluster updated to 1.2 (15)');
+is(sq(handlers_sql()), $backlog->{handlers}, 'the update to 1.2 changed no handler');
+is(states('slow') . ' ' . states('fan-b') . ' ' . $recv->stats('/slow')->{max_in_flight}, 'processing processing,pending 1',
+	'the requests were still in flight during both dumps');
 write_backlog("$out/backlog.json", $backlog);
-chmod 0644, "$out/dumpall.sql";
+chmod 0644, "$out/dumpall-1.1.sql", "$out/dumpall-1.2.sql";
 
 # ---- pg_upgrade 15 -> 15
 $node->stop('fast');
@@ -143,10 +152,10 @@ unlike($log, qr/(registering|starting) background worker( process)? "grelout|LOG
 	'no grelout launcher or relay started under pg_upgrade');
 
 $new->start;
-is($new->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.1',
-	'pg_upgrade keeps the extension at 1.1');
+is($new->safe_psql('app', q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}), '1.2',
+	'pg_upgrade keeps the extension at its version');
 is($new->safe_psql('app', q{SELECT oid FROM pg_roles WHERE rolname = 'app_pub'}), $backlog->{publisher_oid},
 	'pg_upgrade keeps the role oids');
-check_delivers($new, $recv, $backlog, 'pg_upgrade 15');
+check_delivers($new, $recv, $backlog, 'pg_upgrade 15', 1);
 $new->stop;
 done_testing();
