@@ -23,6 +23,15 @@
 -- ordering".
 ------------------------------------------------------------------------
 
+-- published_by becomes a regrole (1.1: oid), so that pg_dump writes the
+-- role's name and a restore into another cluster, where the role has
+-- another oid, keeps each message's publisher (dedup keys and ordered keys
+-- hold across the move; a 1.1 dump has bare oids).  Binary-coercible: the
+-- table is not rewritten and outbox_dedup_key_idx is kept.  Before the
+-- index and the view below use the column, so that they are made on the
+-- new type as in grelout--1.2.sql.
+ALTER TABLE grelout.outbox ALTER COLUMN published_by TYPE pg_catalog.regrole;
+
 -- The head test of the claim: the unfinished inline deliveries of a
 -- (handler, key, publisher) in routing order.  It replaces outbox_key_idx
 -- (handler, key, seq), whose every probe it answers as well.

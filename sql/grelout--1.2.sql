@@ -60,7 +60,7 @@ CREATE TABLE grelout.outbox (
 	dead_at timestamptz,
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	lease bigint,
-	published_by oid,
+	published_by pg_catalog.regrole,
 	route text NOT NULL DEFAULT 'new',
 	handler text,
 	last_status integer,
@@ -74,8 +74,12 @@ CREATE TABLE grelout.outbox (
 		CHECK (route IN ('new', 'waiting', 'single', 'fanout'))
 );
 COMMENT ON TABLE grelout.outbox IS 'grelout messages: one row a message';
--- An oid shown as regrole: a restore where the role is missing keeps the
--- message.
+-- A regrole, so that pg_dump writes the role's name and a restore into
+-- another cluster (where the role has another oid) keeps the publisher:
+-- its dedup keys and its ordered keys hold across the move.  pg_upgrade
+-- keeps role oids (and accepts regrole columns).  The role must exist when
+-- the data is restored (pg_dumpall restores roles first); a dropped role's
+-- messages keep its bare oid.
 COMMENT ON COLUMN grelout.outbox.published_by
 	IS 'the role that published the message; NULL for messages stored under 1.0';
 COMMENT ON COLUMN grelout.outbox.route

@@ -331,6 +331,12 @@ define_settings(void)
  * settings, install the commit callback and the utility hooks, reserve
  * shared memory and register the launcher, which starts the relays; loaded
  * any other way, do nothing.
+ *
+ * A server that pg_upgrade runs (binary-upgrade mode, postgres -b) gets no
+ * launcher, hence no relay: pg_upgrade reads the old cluster's catalogs and
+ * builds the new one's while it holds them, and a relay there would claim,
+ * send and settle messages (the old cluster's, after which the upgraded one
+ * has them in another state) or write into a cluster being built.
  */
 void
 _PG_init(void)
@@ -350,7 +356,8 @@ _PG_init(void)
 	grelout_loaded_at_preload = true;
 	grelout_shmem_install_hooks();
 	grelout_databases_init();
-	grelout_register_launcher();
+	if (!IsBinaryUpgrade)
+		grelout_register_launcher();
 }
 
 /*

@@ -44,7 +44,7 @@ FROM (VALUES ('id', 'uuid'), ('topic', 'text'), ('key', 'text'), ('payload', 'js
 	('headers', 'jsonb'), ('dedup_key', 'text'), ('attempts', 'integer'),
 	('available_at', 'timestamp with time zone'), ('state', 'text'), ('last_error', 'text'),
 	('delivered_at', 'timestamp with time zone'), ('dead_at', 'timestamp with time zone'),
-	('created_at', 'timestamp with time zone'), ('published_by', 'oid'), ('route', 'text'),
+	('created_at', 'timestamp with time zone'), ('published_by', 'regrole'), ('route', 'text'),
 	('handler', 'text'), ('last_status', 'integer'), ('last_duration_ms', 'integer'),
 	('seq', 'bigint')) AS v(c, t);
 SELECT col_not_null('grelout', 'outbox', c, format('grelout.outbox.%s is NOT NULL', c))
@@ -240,7 +240,7 @@ SELECT is((SELECT pg_get_expr(indpred, indrelid) FROM pg_index
 -- publisher on grelout.outbox)
 SELECT has_index('grelout', t, i, c, i || ' is on (' || array_to_string(c, ', ') || ')')
 FROM (VALUES ('outbox', 'outbox_publisher_key_idx',
-		ARRAY['handler', 'key', 'COALESCE(published_by, (0)::oid)', 'seq']::name[]),
+		ARRAY['handler', 'key', 'COALESCE(published_by, ((0)::oid)::regrole)', 'seq']::name[]),
 	('outbox', 'outbox_key_processing_idx', ARRAY['handler', 'key']::name[]),
 	('fanout', 'fanout_key_idx', ARRAY['handler', 'key', 'seq']::name[]),
 	('fanout', 'fanout_key_processing_idx', ARRAY['handler', 'key']::name[])) AS v(t, i, c);
