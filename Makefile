@@ -22,13 +22,13 @@ OBJS = \
 	src/edge.o \
 	src/validate.o \
 	src/mask.o \
-	src/route.o \
-	src/topics.o \
+	src/topic_pattern.o \
+	src/topic_pattern_sql.o \
 	src/publish.o \
 	src/capture.o \
 	src/sign.o \
 	src/store.o \
-	src/router.o \
+	src/routing.o \
 	src/health.o \
 	src/outcome.o \
 	src/webhook.o \

@@ -562,7 +562,7 @@ health_store(const HealthWrite *w)
  * health_publish_event: insert an operational event (a grelout. topic) in
  * the caller's transaction, unless no handler but the one it is about
  * (about, may be NULL) would receive it.  Returns whether it was stored.
- * Routing never sends it to that handler either (router.c, handler_matches).
+ * Routing never sends it to that handler either (routing.c, handler_matches).
  */
 bool
 health_publish_event(const char *topic, const char *about,

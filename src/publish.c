@@ -44,7 +44,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "outcome.h"
-#include "route.h"
+#include "topic_pattern.h"
 #include "store.h"
 #include "tcop/utility.h"
 #include "utils/builtins.h"

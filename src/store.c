@@ -3,7 +3,7 @@
  * store.c
  *	  The relay's statements on grelout.outbox and grelout.fanout, each
  *	  planned once per relay and kept (the routing of new messages, 1.1,
- *	  is router.c's): the claim (FOR UPDATE SKIP LOCKED with a lease and a
+ *	  is routing.c's): the claim (FOR UPDATE SKIP LOCKED with a lease and a
  *	  fencing token), the batched settle of many outcomes and the finalize
  *	  of fan-out messages, the next due time, the lease recovery at start,
  *	  and the retention purge of delivered messages.

@@ -2,7 +2,7 @@
  *
  * store.h
  *	  The relay's statements on grelout.outbox and grelout.fanout: the
- *	  schema version, routing (router.c), claim, settle and finalize, next
+ *	  schema version, routing (routing.c), claim, settle and finalize, next
  *	  due time, lease recovery and retention purge (store.c).
  *
  *-------------------------------------------------------------------------
@@ -96,7 +96,7 @@ extern StoreSchema store_schema(void);
 extern void store_lock_outbox(void);
 extern Oid	store_relid(const char *relname);
 
-/* router.c */
+/* routing.c */
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int claim_max, int lease_ms, int64 lease_token,
 								  const ClaimLimits *lims, uint64 *nrows,

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * router.c
+ * routing.c
  *	  Routing of new messages (1.1): a batch of them read and locked, each
  *	  matched against the handlers here in C, then routed and, where slots
  *	  allow, claimed in one write each.
@@ -28,7 +28,7 @@
  */
 #include "store.h"
 
-#include "route.h"
+#include "topic_pattern.h"
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
