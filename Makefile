@@ -27,9 +27,13 @@ OBJS = \
 	src/publish.o \
 	src/capture.o \
 	src/sign.o \
+	src/spi_helpers.o \
 	src/store.o \
 	src/routing.o \
+	src/claim.o \
+	src/settle.o \
 	src/health.o \
+	src/handler_health.o \
 	src/outcome.o \
 	src/webhook.o \
 	src/http.o \

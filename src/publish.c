@@ -160,25 +160,22 @@ prepare_plans_1_0(void)
 {
 	PublishPlans *p = &plans_1_0;
 
-	if (p->insert == NULL)
-		p->insert = grelout_keep_plan(
-									  "INSERT INTO grelout.outbox"
-									  " (id, topic, key, payload, headers, available_at)"
-									  " VALUES ($1, $2, $3, $4, $5, $7)",
-									  7, publish_argtypes, 0);
-	if (p->insert_dedup == NULL)
-		p->insert_dedup = grelout_keep_plan(
-											"INSERT INTO grelout.outbox"
-											" (id, topic, key, payload, headers, dedup_key, available_at)"
-											" VALUES ($1, $2, $3, $4, $5, $6, $7)"
-											" ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
-											" DO NOTHING",
-											7, publish_argtypes, 0);
-	if (p->lookup_dedup == NULL)
-		p->lookup_dedup = grelout_keep_plan(
-											"SELECT id FROM grelout.outbox"
-											" WHERE dedup_key = $6",
-											PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, available_at)"
+					  " VALUES ($1, $2, $3, $4, $5, $7)",
+					  7, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert_dedup,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, dedup_key, available_at)"
+					  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+					  " ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
+					  " DO NOTHING",
+					  7, publish_argtypes, 0);
+	grelout_keep_plan(&p->lookup_dedup,
+					  "SELECT id FROM grelout.outbox"
+					  " WHERE dedup_key = $6",
+					  PUBLISH_NARGS, publish_argtypes, 0);
 	return p;
 }
 
@@ -192,30 +189,26 @@ prepare_plans_1_1(void)
 {
 	PublishPlans *p = &plans_1_1;
 
-	if (p->insert == NULL)
-		p->insert = grelout_keep_plan(
-									  "INSERT INTO grelout.outbox"
-									  " (id, topic, key, payload, headers, available_at, published_by)"
-									  " VALUES ($1, $2, $3, $4, $5, $7, $8)",
-									  PUBLISH_NARGS, publish_argtypes, 0);
-	if (p->insert_dedup == NULL)
-		p->insert_dedup = grelout_keep_plan(
-											"INSERT INTO grelout.outbox"
-											" (id, topic, key, payload, headers, dedup_key, available_at, published_by)"
-											" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-											" ON CONFLICT (published_by, dedup_key) WHERE dedup_key IS NOT NULL"
-											" DO NOTHING",
-											PUBLISH_NARGS, publish_argtypes, 0);
-	if (p->lookup_dedup == NULL)
-		p->lookup_dedup = grelout_keep_plan(
-											"SELECT id FROM grelout.outbox"
-											" WHERE published_by = $8 AND dedup_key = $6",
-											PUBLISH_NARGS, publish_argtypes, 0);
-	if (p->lookup_legacy == NULL)
-		p->lookup_legacy = grelout_keep_plan(
-											 "SELECT id FROM grelout.outbox"
-											 " WHERE published_by IS NULL AND dedup_key = $6",
-											 PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, available_at, published_by)"
+					  " VALUES ($1, $2, $3, $4, $5, $7, $8)",
+					  PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert_dedup,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, dedup_key, available_at, published_by)"
+					  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+					  " ON CONFLICT (published_by, dedup_key) WHERE dedup_key IS NOT NULL"
+					  " DO NOTHING",
+					  PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->lookup_dedup,
+					  "SELECT id FROM grelout.outbox"
+					  " WHERE published_by = $8 AND dedup_key = $6",
+					  PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->lookup_legacy,
+					  "SELECT id FROM grelout.outbox"
+					  " WHERE published_by IS NULL AND dedup_key = $6",
+					  PUBLISH_NARGS, publish_argtypes, 0);
 	return p;
 }
 
@@ -228,20 +221,13 @@ outbox_owner(void)
 {
 	Oid			nsp = get_namespace_oid("grelout", true);
 	Oid			relid = OidIsValid(nsp) ? get_relname_relid("outbox", nsp) : InvalidOid;
-	HeapTuple	tup;
-	Oid			owner;
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table grelout.outbox does not exist"),
 				 errhint("Run CREATE EXTENSION grelout.")));
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
+	return grelout_relation_owner(relid);
 }
 
 /*
@@ -517,7 +503,7 @@ publish(FunctionCallInfo fcinfo, bool v11)
  * payload and the key, the same statement, the relays woken at commit),
  * for the capture triggers of capture.c, with publisher as published_by
  * (the captured table's owner, whichever role wrote the row: capture.c,
- * table_owner).  The topic is the caller's to check; key may be NULL.
+ * build_entry).  The topic is the caller's to check; key may be NULL.
  * search_path is pinned for the checks and the insert.
  */
 void
@@ -651,22 +637,21 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		if (status_plan == NULL)
-			status_plan = grelout_keep_plan(
-											"SELECT d.state, d.attempts, d.last_error, d.available_at,"
-											" o.created_at, o.topic, d.handler, d.last_status"
-											" FROM grelout.outbox AS o CROSS JOIN LATERAL ("
-											"  SELECT o.state, o.attempts, o.last_error,"
-											"   o.available_at, o.handler, o.last_status"
-											"  WHERE o.route <> 'fanout'"
-											"  UNION ALL"
-											"  SELECT f.state, f.attempts, f.last_error,"
-											"   f.available_at, f.handler, f.last_status"
-											"  FROM grelout.fanout AS f"
-											"  WHERE o.route = 'fanout' AND f.message_id = o.id) AS d"
-											" WHERE o.id = $1 AND o.published_by = $2"
-											" ORDER BY d.handler",
-											2, argtypes, 0);
+		grelout_keep_plan(&status_plan,
+						  "SELECT d.state, d.attempts, d.last_error, d.available_at,"
+						  " o.created_at, o.topic, d.handler, d.last_status"
+						  " FROM grelout.outbox AS o CROSS JOIN LATERAL ("
+						  "  SELECT o.state, o.attempts, o.last_error,"
+						  "   o.available_at, o.handler, o.last_status"
+						  "  WHERE o.route <> 'fanout'"
+						  "  UNION ALL"
+						  "  SELECT f.state, f.attempts, f.last_error,"
+						  "   f.available_at, f.handler, f.last_status"
+						  "  FROM grelout.fanout AS f"
+						  "  WHERE o.route = 'fanout' AND f.message_id = o.id) AS d"
+						  " WHERE o.id = $1 AND o.published_by = $2"
+						  " ORDER BY d.handler",
+						  2, argtypes, 0);
 		ret = SPI_execute_plan(status_plan, args, NULL, true, 0);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "could not read message status: %s", SPI_result_code_string(ret));
