@@ -17,6 +17,7 @@
 MODULE_big = grelout
 OBJS = \
 	src/grelout.o \
+	src/hooks.o \
 	src/shmem.o \
 	src/ids.o \
 	src/edge.o \

@@ -78,7 +78,6 @@ extern void grelout_check_topic(text *topic, const char *what);
 extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
 
 /* publish.c */
-extern void grelout_publish_init(void);
 extern void grelout_check_publish_topic(text *topic);
 extern void grelout_publish_change(text *topic, Jsonb *payload, text *key,
 								   Oid publisher);
@@ -101,7 +100,6 @@ extern bool grelout_am_relay(void);
 extern PGDLLEXPORT void grelout_launcher_main(Datum arg);
 
 /* databases.c */
-extern void grelout_databases_init(void);
 extern void grelout_extension_created(void);
 
 #endif							/* GRELOUT_H */

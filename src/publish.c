@@ -45,8 +45,8 @@
 #include "nodes/parsenodes.h"
 #include "outcome.h"
 #include "topic_pattern.h"
+#include "hooks.h"
 #include "store.h"
-#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -67,8 +67,6 @@ PG_FUNCTION_INFO_V1(grelout_wake);
 
 /* Set when the current transaction staged work for the relays. */
 static bool wake_at_commit = false;
-
-static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* The statements of outbox_publish under one schema version. */
 typedef struct PublishPlans
@@ -94,11 +92,12 @@ static Oid	publish_argtypes[PUBLISH_NARGS] = {
 };
 
 /*
- * publish_xact_callback: after a commit that staged messages, wake the
- * relays; forget the flag when the transaction aborts or is prepared.
+ * publish_at_xact_end: after a commit that staged messages, wake the
+ * relays; forget the flag when the transaction aborts or is prepared
+ * (hooks.c calls it at the end of every transaction).
  */
-static void
-publish_xact_callback(XactEvent event, void *arg)
+void
+publish_at_xact_end(XactEvent event)
 {
 	switch (event)
 	{
@@ -121,37 +120,17 @@ publish_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * publish_process_utility: COMMIT PREPARED makes the messages of a
- * prepared transaction visible without a commit callback of the session
- * that published them, so wake the relays when it succeeds.
+ * publish_after_utility: COMMIT PREPARED makes the messages of a prepared
+ * transaction visible without a commit callback of the session that
+ * published them, so wake the relays when it succeeds (hooks.c calls it
+ * after every utility command that did not fail).
  */
-static void
-publish_process_utility(PlannedStmt *pstmt, const char *queryString,
-						bool readOnlyTree, ProcessUtilityContext context,
-						ParamListInfo params, QueryEnvironment *queryEnv,
-						DestReceiver *dest, QueryCompletion *qc)
+void
+publish_after_utility(Node *parsetree)
 {
-	Node	   *parsetree = pstmt->utilityStmt;
-
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-
 	if (IsA(parsetree, TransactionStmt) &&
 		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
 		grelout_wake_relays();
-}
-
-/* grelout_publish_init: install the commit callback and utility hook. */
-void
-grelout_publish_init(void)
-{
-	RegisterXactCallback(publish_xact_callback, NULL);
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = publish_process_utility;
 }
 
 /* prepare_plans_1_0: the statements of outbox_publish on a 1.0 schema. */
