@@ -34,7 +34,23 @@ typedef struct HealthKey
 	char		name[GRELOUT_HANDLER_NAME_MAX + 1];
 } HealthKey;
 
-/* One handler's shared state; fields after the key under mutex. */
+/*
+ * One handler's shared state, an entry of the shared hash table "grelout
+ * handler health" (health.c; at most GRELOUT_MAX_HEALTH_ENTRIES over all
+ * databases).  The rules of access:
+ *
+ * - the table is guarded by one LWLock (tranche "grelout_health"): a
+ *   lookup or a scan holds it shared, an insert exclusive;
+ * - an entry is never removed (a deleted handler's entry is reset:
+ *   health_forget), so a pointer to it stays valid for the life of the
+ *   server and a relay keeps one per handler it sends to;
+ * - the fields after the key are read and written under the entry's
+ *   mutex, a spinlock, which a scan takes with the LWLock held, never the
+ *   other way around;
+ * - version grows at every breaker transition, and the stored row
+ *   (grelout.handler_health) takes a write only with a greater version,
+ *   so two relays' writes land in order.
+ */
 typedef struct HealthEntry
 {
 	HealthKey	key;

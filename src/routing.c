@@ -220,7 +220,8 @@ load_handlers(const ClaimLimits *lims, int *nhandlers, bool *any_filter,
 	int			nlimits;
 	char	  **listed;
 
-	grelout_keep_plan(&handlers_plan, handlers_sql, 0, NULL, CURSOR_OPT_GENERIC_PLAN);
+	grelout_keep_plan(&handlers_plan, handlers_sql, 0, NULL,
+					  CURSOR_OPT_GENERIC_PLAN);
 	ret = SPI_execute_plan(handlers_plan, NULL, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read the handlers: %s", SPI_result_code_string(ret));
@@ -521,7 +522,8 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		memset(&oldest, 0, sizeof(oldest));
 		route_oldest_at = TimestampTzPlusMilliseconds(now, ROUTE_OLDEST_EVERY_MS);
 	}
-	grelout_keep_plan(&new_plan, new_sql, 3, new_types, CURSOR_OPT_GENERIC_PLAN);
+	grelout_keep_plan(&new_plan, new_sql, 3, new_types,
+					  CURSOR_OPT_GENERIC_PLAN);
 	new_values[0] = Int32GetDatum(limit);
 	new_values[1] = BoolGetDatum(any_filter);
 	new_values[2] = UUIDPGetDatum(from_last ? &route_from : &oldest);
@@ -553,7 +555,8 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		if (hs[j].claimed)
 			claimed_handlers = lappend(claimed_handlers, hs[j].name);
 
-	grelout_keep_plan(&route_plan, route_sql, 13, types, CURSOR_OPT_GENERIC_PLAN);
+	grelout_keep_plan(&route_plan, route_sql, 13, types,
+					  CURSOR_OPT_GENERIC_PLAN);
 	values[0] = store_array(w.ctids, NULL, w.n, TIDOID);
 	values[1] = store_array(w.handlers, w.handler_nulls, w.n, TEXTOID);
 	values[2] = store_array(w.matches, NULL, w.n, INT4OID);
