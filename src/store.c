@@ -70,9 +70,10 @@ store_schema(void)
  * store_lock_outbox: lock grelout.outbox for the cycle's writes, first of
  * the extension's tables, so that a cycle takes its locks in one order
  * whatever its statements: the outbox, then the handlers and the fan-out
- * rows.  Without it a cycle with nothing to settle read the handlers
- * (plan_claim) before routing locked the outbox, and a concurrent
- * "TRUNCATE grelout.outbox, grelout.handlers" could deadlock with it.
+ * rows.  Without it a cycle with nothing to settle read the handlers (to
+ * share the claim's slots out) before routing locked the outbox, and a
+ * concurrent "TRUNCATE grelout.outbox, grelout.handlers" could deadlock
+ * with it.
  */
 void
 store_lock_outbox(void)
