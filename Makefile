@@ -19,19 +19,24 @@
 MODULE_big = grelout
 OBJS = \
 	src/grelout.o \
+	src/hooks.o \
 	src/shmem.o \
 	src/ids.o \
 	src/edge.o \
 	src/validate.o \
 	src/mask.o \
-	src/route.o \
-	src/topics.o \
+	src/topic_pattern.o \
+	src/topic_pattern_sql.o \
 	src/publish.o \
 	src/capture.o \
 	src/sign.o \
+	src/spi_helpers.o \
 	src/store.o \
-	src/router.o \
+	src/routing.o \
+	src/claim.o \
+	src/settle.o \
 	src/health.o \
+	src/handler_health.o \
 	src/outcome.o \
 	src/webhook.o \
 	src/http.o \

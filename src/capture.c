@@ -43,6 +43,7 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_func.h"
+#include "spi_helpers.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -701,25 +702,6 @@ build_key(CaptureEntry *e, Relation rel)
 }
 
 /*
- * table_owner: the owner of a captured table, the publisher of its changes
- * (published_by): a row's changes are one publisher's whichever role wrote
- * them, so that an ordered handler gets them in commit order (per-key
- * ordering is per publisher, issue 29).
- */
-static Oid
-table_owner(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/*
  * build_entry: fill e for the trigger firing on rel, in e's own memory
  * context.
  */
@@ -743,7 +725,13 @@ build_entry(CaptureEntry *e, Trigger *trigger, Relation rel)
 	old = MemoryContextSwitchTo(e->cxt);
 	e->relid = RelationGetRelid(rel);
 	e->tableid = captured_table(trigger, e->relid);
-	e->owner = table_owner(e->tableid);
+	/*
+	 * the table's owner is the publisher of its changes (published_by): a
+	 * row's changes are one publisher's whichever role wrote them, so that
+	 * an ordered handler gets them in commit order (per-key ordering is per
+	 * publisher)
+	 */
+	e->owner = grelout_relation_owner(e->tableid);
 	nsp = get_rel_namespace(e->tableid);
 	e->schema_json = json_string(get_namespace_name(nsp));
 	e->table_json = json_string(get_rel_name(e->tableid));

@@ -57,4 +57,10 @@
  */
 #define GRELOUT_RESERVED_TOPIC_SEGMENT	"grelout"
 
+/*
+ * The prefix of the topics of the events grelout publishes itself
+ * (grelout.handler.disabled, ...), as routing recognizes them.
+ */
+#define GRELOUT_EVENT_TOPIC_PREFIX	GRELOUT_RESERVED_TOPIC_SEGMENT "."
+
 #endif							/* GRELOUT_CONSTANTS_H */

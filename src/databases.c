@@ -9,11 +9,11 @@
  *
  * Those commands fail while another session is connected to the database
  * (PostgreSQL waits about 5 s for it to leave, then errors).  Before one
- * runs, the utility hook records the database in shared memory ("aside"),
- * which keeps the launcher from starting relays there, sends each relay of
- * the database SIGTERM (its own stop: requests in flight get a short grace
- * period, the unfinished claims are handed back) and waits, a bounded
- * time, for them to exit.  When the command's transaction ends, committed
+ * runs, the utility hook (hooks.c, databases_before_utility) records the
+ * database in shared memory ("aside"), which keeps the launcher from
+ * starting relays there, sends each relay of the database SIGTERM (its own
+ * stop: requests in flight get a short grace period, the unfinished claims
+ * are handed back) and waits, a bounded time, for them to exit.  When the command's transaction ends, committed
  * or not, the entry goes and the launcher looks again: the relays come
  * back (in the renamed database, in the template that was copied) or not
  * (the database was dropped).
@@ -29,12 +29,12 @@
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "hooks.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "shmem.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -42,8 +42,6 @@
 
 /* Longest wait for the relays to leave (they need about 2 s at most). */
 #define ASIDE_WAIT_MS			15000
-
-static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* This backend's transaction holds aside entries. */
 static bool holds_asides = false;
@@ -294,30 +292,28 @@ step_aside(const char *dbname, bool copy)
 }
 
 /*
- * databases_process_utility: before a command that needs a database free
- * of other sessions, the relays leave it; after a command that changes the
- * databases, the launcher is told when the transaction ends.
+ * databases_before_utility: before a command that needs a database free of
+ * other sessions, the relays leave it (hooks.c calls it before every
+ * utility command).
  */
-static void
-databases_process_utility(PlannedStmt *pstmt, const char *queryString,
-						  bool readOnlyTree, ProcessUtilityContext context,
-						  ParamListInfo params, QueryEnvironment *queryEnv,
-						  DestReceiver *dest, QueryCompletion *qc)
+void
+databases_before_utility(Node *parsetree)
 {
-	Node	   *parsetree = pstmt->utilityStmt;
 	bool		copy;
 	const char *aside = aside_target(parsetree, &copy);
 
 	if (aside != NULL)
 		step_aside(aside, copy);
+}
 
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-
+/*
+ * databases_after_utility: after a command that changes the databases, the
+ * launcher is told when the transaction ends (hooks.c calls it after every
+ * utility command that did not fail).
+ */
+void
+databases_after_utility(Node *parsetree)
+{
 	if (changes_databases(parsetree))
 		rescan_at_end = true;
 }
@@ -350,12 +346,13 @@ clear_asides(void)
 }
 
 /*
- * databases_xact_callback: at the end of the transaction (committed,
- * aborted or prepared), clear the aside entries and tell the launcher what
- * changed, and the relays of this database that the extension is here.
+ * databases_at_xact_end: at the end of the transaction (committed, aborted
+ * or prepared), clear the aside entries and tell the launcher what
+ * changed, and the relays of this database that the extension is here
+ * (hooks.c calls it at every transaction event).
  */
-static void
-databases_xact_callback(XactEvent event, void *arg)
+void
+databases_at_xact_end(XactEvent event)
 {
 	bool		committed;
 
@@ -386,13 +383,4 @@ databases_xact_callback(XactEvent event, void *arg)
 		grelout_wake_relays();
 	rescan_at_end = false;
 	extension_at_commit = false;
-}
-
-/* grelout_databases_init: install the utility hook and the callback. */
-void
-grelout_databases_init(void)
-{
-	RegisterXactCallback(databases_xact_callback, NULL);
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = databases_process_utility;
 }

@@ -13,6 +13,7 @@
 #include <limits.h>
 
 #include "edge.h"
+#include "hooks.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -351,11 +352,10 @@ _PG_init(void)
 		return;
 
 	define_settings();
-	grelout_publish_init();
 
 	grelout_loaded_at_preload = true;
 	grelout_shmem_install_hooks();
-	grelout_databases_init();
+	grelout_hooks_install();
 	if (!IsBinaryUpgrade)
 		grelout_register_launcher();
 }
@@ -382,7 +382,7 @@ grelout_assert_preloaded(PG_FUNCTION_ARGS)
  * Whether grelout.keep_delivered keeps delivered messages (on, or for a
  * window), as the relays read it.  The 1.1 handler triggers finalized a
  * fan-out message by it; those of 1.2 call grelout._finalize_fanout()
- * (store.c), which reads the setting itself.  Kept for the 1.1 schema.
+ * (settle.c), which reads the setting itself.  Kept for the 1.1 schema.
  */
 Datum
 grelout_keeps_delivered(PG_FUNCTION_ARGS)

@@ -4,7 +4,7 @@
  *	  Declarations shared by the files of the grelout extension: settings,
  *	  waking the relays, ids, validation and the relays' entry points.
  *	  What one module alone uses lives in its own header (shmem.h, store.h,
- *	  http.h, webhook.h, outcome.h, edge.h, sign.h).
+ *	  spi_helpers.h, health.h, http.h, webhook.h, outcome.h, edge.h, sign.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -78,23 +78,16 @@ extern void grelout_check_topic(text *topic, const char *what);
 extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
 
 /* publish.c */
-extern void grelout_publish_init(void);
 extern void grelout_check_publish_topic(text *topic);
 extern void grelout_publish_change(text *topic, Jsonb *payload, text *key,
 								   Oid publisher);
 
-/* store.c: every statement grelout keeps, and the path it runs under */
-extern struct _SPI_plan *grelout_keep_plan(const char *sql, int nargs,
-										   Oid *argtypes, int cursor_options);
-
 /*
  * The search_path every statement of grelout runs under, whoever calls:
  * the SET clause of the extension's functions, grelout_pin_search_path for
- * the C entry points, the relay's session (relay.c).
+ * the C entry points (spi_helpers.h), the relay's session (relay.c).
  */
 #define GRELOUT_SEARCH_PATH		"pg_catalog, pg_temp"
-extern int	grelout_pin_search_path(void);
-extern void grelout_unpin_search_path(int nest);
 
 /* relay.c */
 extern PGDLLEXPORT void grelout_relay_main(Datum arg);
@@ -103,10 +96,10 @@ extern PGDLLEXPORT void grelout_relay_main(Datum arg);
 extern void grelout_register_launcher(void);
 extern const char *grelout_database_check(const char *value);
 extern bool grelout_database_all(void);
+extern bool grelout_am_relay(void);
 extern PGDLLEXPORT void grelout_launcher_main(Datum arg);
 
 /* databases.c */
-extern void grelout_databases_init(void);
 extern void grelout_extension_created(void);
 
 #endif							/* GRELOUT_H */

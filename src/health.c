@@ -12,17 +12,12 @@
  * fields by its spinlock.  Entries are never removed, so a relay may keep
  * pointers to them: deleting a handler resets its entry instead.
  *
- * The breaker is stored in grelout.handler_health on its transitions only
- * (opened, re-opened by a failed probe, closed, half-open on re-enable),
- * with a version so that two relays' writes land in order; a relay loads
- * the stored states into the table before its first claim, so an open
- * breaker survives a restart of the relay or of the server.  The limits
- * and the counters live in shared memory only: a restart voids every
- * request in flight anyway.
- *
- * Operational events (grelout.breaker.opened, ...) are inserted here,
- * in the transaction of the change they report, only when some handler
- * other than the one they are about matches their topic.
+ * The breaker is also stored in grelout.handler_health, on its transitions
+ * only, and loaded from it by a relay before its first claim (the
+ * HealthWrite rows of handler_health.c, which reads and writes that table
+ * and publishes the operational events); the limits and the counters live
+ * in shared memory only: a restart voids every request in flight anyway.
+ * Nothing here runs SQL.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,12 +25,6 @@
 
 #include <math.h>
 
-#include "access/htup_details.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_class.h"
-#include "catalog/pg_type.h"
-#include "commands/trigger.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -43,21 +32,15 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
-#include "utils/json.h"
-#include "utils/jsonb.h"
-#include "utils/lsyscache.h"
-#include "utils/rel.h"
-#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(grelout_handler_live);
-PG_FUNCTION_INFO_V1(grelout_handlers_health);
 
 static HTAB *health_hash = NULL;
 static LWLock *health_lock = NULL;
 
-static const char *const breaker_names[] = {"closed", "open", "half-open"};
+const char *const health_breaker_names[3] = {"closed", "open", "half-open"};
 
 /* health_shmem_size: bytes of the shared hash table. */
 Size
@@ -292,7 +275,7 @@ health_release_probe(HealthEntry *e)
 	SpinLockRelease(&e->mutex);
 }
 
-/* health_snapshot: the entry as it is to be stored (under its mutex). */
+/* snapshot_locked: the entry as it is to be stored (under its mutex). */
 static void
 snapshot_locked(HealthEntry *e, HealthWrite *w)
 {
@@ -501,100 +484,50 @@ health_disable_undo(Oid dboid, const char *name)
 	SpinLockRelease(&e->mutex);
 }
 
-/* timestamp_or_null: a stored time, NULL for 0. */
-static void
-timestamp_arg(TimestampTz t, Datum *value, char *null)
-{
-	*value = TimestampTzGetDatum(t);
-	*null = (t == 0) ? 'n' : ' ';
-}
-
 /*
- * health_store: write a breaker state to grelout.handler_health, unless a
- * later version is stored already or the handler is gone.  Runs in the
- * caller's transaction, SPI connected.
+ * health_forget: the handler was deleted or renamed: its shared entry, if
+ * any, starts anew (closed, no history; a new version, so that a write of
+ * the old history that is still on its way stores nothing).
  */
 void
-health_store(const HealthWrite *w)
+health_forget(Oid dboid, const char *name)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[10] = {TEXTOID, TEXTOID, INT4OID, TIMESTAMPTZOID,
-		TIMESTAMPTZOID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, TEXTOID};
-	Datum		values[10];
-	char		nulls[10];
-	int			ret;
+	HealthEntry *e = health_entry(dboid, name, false);
 
-	if (plan == NULL)
-		plan = grelout_keep_plan(
-								 "INSERT INTO grelout.handler_health AS t (handler, breaker,"
-								 " consecutive_failures, opened_at, probe_at, cooldown_ms, version,"
-								 " last_success_at, last_failure_at, last_error)"
-								 " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10"
-								 " WHERE EXISTS (SELECT 1 FROM grelout.handlers h WHERE h.name = $1)"
-								 " ON CONFLICT (handler) DO UPDATE SET breaker = EXCLUDED.breaker,"
-								 " consecutive_failures = EXCLUDED.consecutive_failures,"
-								 " opened_at = EXCLUDED.opened_at, probe_at = EXCLUDED.probe_at,"
-								 " cooldown_ms = EXCLUDED.cooldown_ms, version = EXCLUDED.version,"
-								 " last_success_at = EXCLUDED.last_success_at,"
-								 " last_failure_at = EXCLUDED.last_failure_at,"
-								 " last_error = EXCLUDED.last_error"
-								 " WHERE t.version < EXCLUDED.version",
-								 10, types, 0);
-	memset(nulls, ' ', sizeof(nulls));
-	values[0] = CStringGetTextDatum(w->name);
-	values[1] = CStringGetTextDatum(breaker_names[w->breaker]);
-	values[2] = Int32GetDatum(w->consecutive_failures);
-	timestamp_arg(w->opened_at, &values[3], &nulls[3]);
-	timestamp_arg(w->probe_at, &values[4], &nulls[4]);
-	values[5] = Int64GetDatum(w->cooldown_ms);
-	values[6] = Int64GetDatum((int64) w->version);
-	timestamp_arg(w->last_success_at, &values[7], &nulls[7]);
-	timestamp_arg(w->last_failure_at, &values[8], &nulls[8]);
-	values[9] = CStringGetTextDatum(w->last_error);
-	nulls[9] = w->last_error[0] ? ' ' : 'n';
-	ret = SPI_execute_plan(plan, values, nulls, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "could not store the breaker of handler \"%s\": %s",
-			 w->name, SPI_result_code_string(ret));
+	if (e == NULL)
+		return;
+	SpinLockAcquire(&e->mutex);
+	entry_reset(e);
+	e->version++;
+	SpinLockRelease(&e->mutex);
 }
 
 /*
- * health_publish_event: insert an operational event (a grelout. topic) in
- * the caller's transaction, unless no handler but the one it is about
- * (about, may be NULL) would receive it.  Returns whether it was stored.
- * Routing never sends it to that handler either (router.c, handler_matches).
+ * health_reenabled: the handler was enabled again: a breaker that was not
+ * closed is half-open, its probe due now.  Returns whether it changed, *w
+ * then the state to store.
  */
 bool
-health_publish_event(const char *topic, const char *about,
-					 const char *payload_json)
+health_reenabled(Oid dboid, const char *name, HealthWrite *w)
 {
-	static SPIPlanPtr plan = NULL;
-	Oid			types[4] = {UUIDOID, TEXTOID, JSONBOID, TEXTOID};
-	Datum		values[4];
-	char		nulls[4] = {' ', ' ', ' ', ' '};
-	pg_uuid_t	id;
-	int			ret;
+	HealthEntry *e = health_entry(dboid, name, false);
+	bool		changed = false;
 
-	if (plan == NULL)
-		plan = grelout_keep_plan(
-								 "INSERT INTO grelout.outbox (id, topic, payload)"
-								 " SELECT $1, $2, $3"
-								 " WHERE EXISTS (SELECT 1 FROM grelout.handlers h"
-								 "  WHERE h.name IS DISTINCT FROM $4"
-								 "   AND grelout._topic_matches(h.topic, $2)"
-								 "   AND (h.filter IS NULL OR $3 OPERATOR(pg_catalog.@>) h.filter))",
-								 4, types, 0);
-	grelout_uuid7(&id);
-	values[0] = UUIDPGetDatum(&id);
-	values[1] = CStringGetTextDatum(topic);
-	values[2] = DirectFunctionCall1(jsonb_in, CStringGetDatum(payload_json));
-	values[3] = about ? CStringGetTextDatum(about) : (Datum) 0;
-	nulls[3] = about ? ' ' : 'n';
-	ret = SPI_execute_plan(plan, values, nulls, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "could not publish event %s: %s", topic,
-			 SPI_result_code_string(ret));
-	return SPI_processed > 0;
+	if (e == NULL)
+		return false;
+	SpinLockAcquire(&e->mutex);
+	if (e->breaker != BREAKER_CLOSED)
+	{
+		e->breaker = BREAKER_HALF_OPEN;
+		e->probe_at = GetCurrentTimestamp();
+		e->probe_pid = 0;
+		e->disable_tried = false;
+		e->version++;
+		snapshot_locked(e, w);
+		changed = true;
+	}
+	SpinLockRelease(&e->mutex);
+	return changed;
 }
 
 /*
@@ -638,7 +571,7 @@ grelout_handler_live(PG_FUNCTION_ARGS)
 		bool		nulls[7] = {false, false, false, false, false, false, false};
 
 		values[0] = CStringGetTextDatum(c->key.name);
-		values[1] = CStringGetTextDatum(breaker_names[c->breaker]);
+		values[1] = CStringGetTextDatum(health_breaker_names[c->breaker]);
 		values[2] = Int32GetDatum(c->consecutive_failures);
 		values[3] = TimestampTzGetDatum(c->last_success_at);
 		nulls[3] = (c->last_success_at == 0);
@@ -652,196 +585,3 @@ grelout_handler_live(PG_FUNCTION_ARGS)
 	return (Datum) 0;
 }
 
-/* text_column: a text column of a handler row, as a C string or NULL. */
-static char *
-text_column(HeapTuple tup, TupleDesc desc, const char *column)
-{
-	int			attnum = SPI_fnumber(desc, column);
-	bool		isnull;
-	Datum		d;
-
-	if (attnum <= 0)
-		return NULL;
-	d = heap_getattr(tup, attnum, desc, &isnull);
-	return isnull ? NULL : TextDatumGetCString(d);
-}
-
-/* bool_column: a boolean column of a handler row (false when NULL). */
-static bool
-bool_column(HeapTuple tup, TupleDesc desc, const char *column)
-{
-	int			attnum = SPI_fnumber(desc, column);
-	bool		isnull;
-	Datum		d;
-
-	if (attnum <= 0)
-		return false;
-	d = heap_getattr(tup, attnum, desc, &isnull);
-	return !isnull && DatumGetBool(d);
-}
-
-/* relation_owner: the owner of a table. */
-static Oid
-relation_owner(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/* True while the relay disables a handler whose breaker stayed open. */
-bool		grelout_auto_disabling = false;
-
-/* event_json: the payload of a handler's event, as JSON text. */
-static char *
-event_json(const char *name, const char *extra)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoString(&buf, "{\"handler\": ");
-	escape_json(&buf, name);
-	appendStringInfo(&buf, ", \"at\": ");
-	escape_json(&buf, timestamptz_to_str(GetCurrentTimestamp()));
-	if (extra)
-		appendStringInfo(&buf, ", %s", extra);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
-
-/* forget_handler: a handler deleted or renamed: its health starts anew. */
-static void
-forget_handler(const char *name)
-{
-	HealthEntry *e = health_entry(MyDatabaseId, name, false);
-	Oid			types[1] = {TEXTOID};
-	Datum		values[1];
-
-	if (e != NULL)
-	{
-		SpinLockAcquire(&e->mutex);
-		entry_reset(e);
-		e->version++;
-		SpinLockRelease(&e->mutex);
-	}
-	values[0] = CStringGetTextDatum(name);
-	if (SPI_execute_with_args("DELETE FROM grelout.handler_health WHERE handler = $1",
-							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not forget the health of handler \"%s\"", name);
-}
-
-/* reenabled: a handler enabled again: a breaker not closed is half-open. */
-static void
-reenabled(const char *name)
-{
-	HealthEntry *e = health_entry(MyDatabaseId, name, false);
-	HealthWrite w;
-	bool		changed = false;
-
-	if (e == NULL)
-		return;
-	SpinLockAcquire(&e->mutex);
-	if (e->breaker != BREAKER_CLOSED)
-	{
-		e->breaker = BREAKER_HALF_OPEN;
-		e->probe_at = GetCurrentTimestamp();
-		e->probe_pid = 0;
-		e->disable_tried = false;
-		e->version++;
-		snapshot_locked(e, &w);
-		changed = true;
-	}
-	SpinLockRelease(&e->mutex);
-	if (changed)
-		health_store(&w);
-}
-
-/*
- * grelout_handlers_health: the trigger AFTER UPDATE OF enabled, name OR
- * DELETE on grelout.handlers.  A disable publishes
- * grelout.handler.disabled (reason "breaker" when the relay disabled it,
- * else "manual"); a re-enable leaves a breaker that was not closed
- * half-open; a delete or rename forgets the old name's health.  Its
- * statements run as the owner of grelout.outbox, whoever changed the
- * handler, under search_path pinned (grelout_pin_search_path).  The
- * shared entry changes at once, not at commit: a change rolled back leaves
- * at worst a probe, or a history forgotten.
- */
-Datum
-grelout_handlers_health(PG_FUNCTION_ARGS)
-{
-	TriggerData *td = (TriggerData *) fcinfo->context;
-	TupleDesc	desc;
-	char	   *old_name;
-	Oid			save_userid;
-	int			save_sec;
-	Oid			owner;
-	int			pin;
-
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(td->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(td->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("grelout._handlers_health() must be an AFTER ROW trigger")));
-	desc = RelationGetDescr(td->tg_relation);
-	old_name = text_column(td->tg_trigtuple, desc, "name");
-	if (old_name == NULL)
-		return PointerGetDatum(NULL);
-
-	owner = relation_owner(RelationGetRelid(td->tg_relation));
-	pin = grelout_pin_search_path();
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	SPI_connect();
-	PG_TRY();
-	{
-		if (TRIGGER_FIRED_BY_DELETE(td->tg_event))
-			forget_handler(old_name);
-		else if (TRIGGER_FIRED_BY_UPDATE(td->tg_event))
-		{
-			HeapTuple	newtup = td->tg_newtuple;
-			char	   *new_name = text_column(newtup, desc, "name");
-			bool		was = bool_column(td->tg_trigtuple, desc, "enabled");
-			bool		now = bool_column(newtup, desc, "enabled");
-
-			if (new_name && strcmp(new_name, old_name) != 0)
-				forget_handler(old_name);
-			if (was && !now && new_name)
-			{
-				StringInfoData extra;
-
-				initStringInfo(&extra);
-				appendStringInfo(&extra, "\"reason\": \"%s\"",
-								 grelout_auto_disabling ? "breaker" : "manual");
-				if (health_publish_event("grelout.handler.disabled", new_name,
-										 event_json(new_name, extra.data)))
-					SPI_execute("SELECT grelout._wake()", false, 0);
-			}
-			else if (!was && now && new_name)
-				reenabled(new_name);
-		}
-	}
-	PG_FINALLY();
-	{
-		SetUserIdAndSecContext(save_userid, save_sec);
-	}
-	PG_END_TRY();
-	SPI_finish();
-	grelout_unpin_search_path(pin);
-	return PointerGetDatum(NULL);
-}
-
-/*
- * health_event_json: the payload of an event about handler name, with
- * extra members (JSON text without braces) or NULL; for the relay.
- */
-char *
-health_event_json(const char *name, const char *extra)
-{
-	return event_json(name, extra);
-}

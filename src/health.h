@@ -4,8 +4,9 @@
  *	  The health of each handler, shared by every relay of the server: its
  *	  circuit breaker, its requests in flight over all relays, its request
  *	  rate budget and its Retry-After pause, in one shared hash table keyed
- *	  by (database, handler name).  The breaker is also stored, on its
- *	  transitions only, in grelout.handler_health.
+ *	  by (database, handler name) (health.c, no SQL); and the breaker's
+ *	  stored form in grelout.handler_health, with the operational events
+ *	  (handler_health.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -17,10 +18,12 @@
 #include "nodes/pg_list.h"
 #include "storage/spin.h"
 
-/* Breaker states, as grelout.handler_health.breaker spells them. */
+/* Breaker states; health_breaker_names spells them as the SQL does. */
 #define BREAKER_CLOSED		0
 #define BREAKER_OPEN		1
 #define BREAKER_HALF_OPEN	2
+
+extern const char *const health_breaker_names[3];
 
 /* Most handlers tracked over all databases of the server. */
 #define GRELOUT_MAX_HEALTH_ENTRIES	2048
@@ -31,7 +34,23 @@ typedef struct HealthKey
 	char		name[GRELOUT_HANDLER_NAME_MAX + 1];
 } HealthKey;
 
-/* One handler's shared state; fields after the key under mutex. */
+/*
+ * One handler's shared state, an entry of the shared hash table "grelout
+ * handler health" (health.c; at most GRELOUT_MAX_HEALTH_ENTRIES over all
+ * databases).  The rules of access:
+ *
+ * - the table is guarded by one LWLock (tranche "grelout_health"): a
+ *   lookup or a scan holds it shared, an insert exclusive;
+ * - an entry is never removed (a deleted handler's entry is reset:
+ *   health_forget), so a pointer to it stays valid for the life of the
+ *   server and a relay keeps one per handler it sends to;
+ * - the fields after the key are read and written under the entry's
+ *   mutex, a spinlock, which a scan takes with the LWLock held, never the
+ *   other way around;
+ * - version grows at every breaker transition, and the stored row
+ *   (grelout.handler_health) takes a write only with a greater version,
+ *   so two relays' writes land in order.
+ */
 typedef struct HealthEntry
 {
 	HealthKey	key;
@@ -89,6 +108,7 @@ typedef enum HealthTransition
 	HEALTH_CLOSED				/* open or half-open -> closed: LOG, event */
 } HealthTransition;
 
+/* health.c */
 extern Size health_shmem_size(void);
 extern void health_shmem_request(void);
 extern void health_shmem_init(void);
@@ -110,9 +130,10 @@ extern List *health_restricted(Oid dboid, TimestampTz now);
 extern List *health_disable_due(Oid dboid, TimestampTz now);
 extern void health_disable_undo(Oid dboid, const char *name);
 extern void health_snapshot(HealthEntry *e, HealthWrite *w);
+extern void health_forget(Oid dboid, const char *name);
+extern bool health_reenabled(Oid dboid, const char *name, HealthWrite *w);
 
-extern bool grelout_auto_disabling;
-
+/* handler_health.c (store_load_health and store_disable_handler: store.h) */
 extern void health_store(const HealthWrite *w);
 extern char *health_event_json(const char *name, const char *extra);
 extern bool health_publish_event(const char *topic, const char *about,

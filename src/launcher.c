@@ -61,6 +61,10 @@
 #include "utils/timestamp.h"
 
 /* Read pg_database at least this often, even when told nothing. */
+/* The library and entry point of a relay, as start_relay registers it. */
+#define RELAY_LIBRARY			"grelout"
+#define RELAY_FUNCTION			"grelout_relay_main"
+
 #define RESCAN_MS				10000
 /* A relay that exited is started again after this pause. */
 #define RELAY_RESTART_MS		2000
@@ -655,6 +659,20 @@ update_db_entries(void)
 }
 
 /*
+ * grelout_am_relay: whether this process is a relay (a background worker
+ * that start_relay registered), for what a relay's statements fire: a
+ * handler the relay disables is disabled for its breaker
+ * (handler_health.c).
+ */
+bool
+grelout_am_relay(void)
+{
+	return MyBgworkerEntry != NULL &&
+		strcmp(MyBgworkerEntry->bgw_library_name, RELAY_LIBRARY) == 0 &&
+		strcmp(MyBgworkerEntry->bgw_function_name, RELAY_FUNCTION) == 0;
+}
+
+/*
  * start_relay: register the relay of slot i, which the caller assigned;
  * on failure (no background worker slot) the slot is left exited and the
  * launcher tries again later.
@@ -671,8 +689,8 @@ start_relay(int i, const LauncherDb *d)
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "grelout");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "grelout_relay_main");
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, RELAY_LIBRARY);
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, RELAY_FUNCTION);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "grelout relay %d of database %s",
 			 slot->relay, d->name);
 	snprintf(worker.bgw_type, BGW_MAXLEN, "grelout relay");

@@ -44,9 +44,9 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "outcome.h"
-#include "route.h"
+#include "topic_pattern.h"
+#include "hooks.h"
 #include "store.h"
-#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -67,8 +67,6 @@ PG_FUNCTION_INFO_V1(grelout_wake);
 
 /* Set when the current transaction staged work for the relays. */
 static bool wake_at_commit = false;
-
-static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* The statements of outbox_publish under one schema version. */
 typedef struct PublishPlans
@@ -94,11 +92,12 @@ static Oid	publish_argtypes[PUBLISH_NARGS] = {
 };
 
 /*
- * publish_xact_callback: after a commit that staged messages, wake the
- * relays; forget the flag when the transaction aborts or is prepared.
+ * publish_at_xact_end: after a commit that staged messages, wake the
+ * relays; forget the flag when the transaction aborts or is prepared
+ * (hooks.c calls it at the end of every transaction).
  */
-static void
-publish_xact_callback(XactEvent event, void *arg)
+void
+publish_at_xact_end(XactEvent event)
 {
 	switch (event)
 	{
@@ -121,37 +120,17 @@ publish_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * publish_process_utility: COMMIT PREPARED makes the messages of a
- * prepared transaction visible without a commit callback of the session
- * that published them, so wake the relays when it succeeds.
+ * publish_after_utility: COMMIT PREPARED makes the messages of a prepared
+ * transaction visible without a commit callback of the session that
+ * published them, so wake the relays when it succeeds (hooks.c calls it
+ * after every utility command that did not fail).
  */
-static void
-publish_process_utility(PlannedStmt *pstmt, const char *queryString,
-						bool readOnlyTree, ProcessUtilityContext context,
-						ParamListInfo params, QueryEnvironment *queryEnv,
-						DestReceiver *dest, QueryCompletion *qc)
+void
+publish_after_utility(Node *parsetree)
 {
-	Node	   *parsetree = pstmt->utilityStmt;
-
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
-
 	if (IsA(parsetree, TransactionStmt) &&
 		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
 		grelout_wake_relays();
-}
-
-/* grelout_publish_init: install the commit callback and utility hook. */
-void
-grelout_publish_init(void)
-{
-	RegisterXactCallback(publish_xact_callback, NULL);
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = publish_process_utility;
 }
 
 /* prepare_plans_1_0: the statements of outbox_publish on a 1.0 schema. */
@@ -160,25 +139,22 @@ prepare_plans_1_0(void)
 {
 	PublishPlans *p = &plans_1_0;
 
-	if (p->insert == NULL)
-		p->insert = grelout_keep_plan(
-									  "INSERT INTO grelout.outbox"
-									  " (id, topic, key, payload, headers, available_at)"
-									  " VALUES ($1, $2, $3, $4, $5, $7)",
-									  7, publish_argtypes, 0);
-	if (p->insert_dedup == NULL)
-		p->insert_dedup = grelout_keep_plan(
-											"INSERT INTO grelout.outbox"
-											" (id, topic, key, payload, headers, dedup_key, available_at)"
-											" VALUES ($1, $2, $3, $4, $5, $6, $7)"
-											" ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
-											" DO NOTHING",
-											7, publish_argtypes, 0);
-	if (p->lookup_dedup == NULL)
-		p->lookup_dedup = grelout_keep_plan(
-											"SELECT id FROM grelout.outbox"
-											" WHERE dedup_key = $6",
-											PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, available_at)"
+					  " VALUES ($1, $2, $3, $4, $5, $7)",
+					  7, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert_dedup,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, dedup_key, available_at)"
+					  " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+					  " ON CONFLICT (dedup_key) WHERE dedup_key IS NOT NULL"
+					  " DO NOTHING",
+					  7, publish_argtypes, 0);
+	grelout_keep_plan(&p->lookup_dedup,
+					  "SELECT id FROM grelout.outbox"
+					  " WHERE dedup_key = $6",
+					  PUBLISH_NARGS, publish_argtypes, 0);
 	return p;
 }
 
@@ -192,30 +168,26 @@ prepare_plans_1_1(void)
 {
 	PublishPlans *p = &plans_1_1;
 
-	if (p->insert == NULL)
-		p->insert = grelout_keep_plan(
-									  "INSERT INTO grelout.outbox"
-									  " (id, topic, key, payload, headers, available_at, published_by)"
-									  " VALUES ($1, $2, $3, $4, $5, $7, $8)",
-									  PUBLISH_NARGS, publish_argtypes, 0);
-	if (p->insert_dedup == NULL)
-		p->insert_dedup = grelout_keep_plan(
-											"INSERT INTO grelout.outbox"
-											" (id, topic, key, payload, headers, dedup_key, available_at, published_by)"
-											" VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-											" ON CONFLICT (published_by, dedup_key) WHERE dedup_key IS NOT NULL"
-											" DO NOTHING",
-											PUBLISH_NARGS, publish_argtypes, 0);
-	if (p->lookup_dedup == NULL)
-		p->lookup_dedup = grelout_keep_plan(
-											"SELECT id FROM grelout.outbox"
-											" WHERE published_by = $8 AND dedup_key = $6",
-											PUBLISH_NARGS, publish_argtypes, 0);
-	if (p->lookup_legacy == NULL)
-		p->lookup_legacy = grelout_keep_plan(
-											 "SELECT id FROM grelout.outbox"
-											 " WHERE published_by IS NULL AND dedup_key = $6",
-											 PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, available_at, published_by)"
+					  " VALUES ($1, $2, $3, $4, $5, $7, $8)",
+					  PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->insert_dedup,
+					  "INSERT INTO grelout.outbox"
+					  " (id, topic, key, payload, headers, dedup_key, available_at, published_by)"
+					  " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+					  " ON CONFLICT (published_by, dedup_key) WHERE dedup_key IS NOT NULL"
+					  " DO NOTHING",
+					  PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->lookup_dedup,
+					  "SELECT id FROM grelout.outbox"
+					  " WHERE published_by = $8 AND dedup_key = $6",
+					  PUBLISH_NARGS, publish_argtypes, 0);
+	grelout_keep_plan(&p->lookup_legacy,
+					  "SELECT id FROM grelout.outbox"
+					  " WHERE published_by IS NULL AND dedup_key = $6",
+					  PUBLISH_NARGS, publish_argtypes, 0);
 	return p;
 }
 
@@ -228,20 +200,13 @@ outbox_owner(void)
 {
 	Oid			nsp = get_namespace_oid("grelout", true);
 	Oid			relid = OidIsValid(nsp) ? get_relname_relid("outbox", nsp) : InvalidOid;
-	HeapTuple	tup;
-	Oid			owner;
 
 	if (!OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table grelout.outbox does not exist"),
 				 errhint("Run CREATE EXTENSION grelout.")));
-	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for relation %u", relid);
-	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
-	ReleaseSysCache(tup);
-	return owner;
+	return grelout_relation_owner(relid);
 }
 
 /*
@@ -517,7 +482,7 @@ publish(FunctionCallInfo fcinfo, bool v11)
  * payload and the key, the same statement, the relays woken at commit),
  * for the capture triggers of capture.c, with publisher as published_by
  * (the captured table's owner, whichever role wrote the row: capture.c,
- * table_owner).  The topic is the caller's to check; key may be NULL.
+ * build_entry).  The topic is the caller's to check; key may be NULL.
  * search_path is pinned for the checks and the insert.
  */
 void
@@ -651,22 +616,21 @@ grelout_message_status_1_1(PG_FUNCTION_ARGS)
 
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		if (status_plan == NULL)
-			status_plan = grelout_keep_plan(
-											"SELECT d.state, d.attempts, d.last_error, d.available_at,"
-											" o.created_at, o.topic, d.handler, d.last_status"
-											" FROM grelout.outbox AS o CROSS JOIN LATERAL ("
-											"  SELECT o.state, o.attempts, o.last_error,"
-											"   o.available_at, o.handler, o.last_status"
-											"  WHERE o.route <> 'fanout'"
-											"  UNION ALL"
-											"  SELECT f.state, f.attempts, f.last_error,"
-											"   f.available_at, f.handler, f.last_status"
-											"  FROM grelout.fanout AS f"
-											"  WHERE o.route = 'fanout' AND f.message_id = o.id) AS d"
-											" WHERE o.id = $1 AND o.published_by = $2"
-											" ORDER BY d.handler",
-											2, argtypes, 0);
+		grelout_keep_plan(&status_plan,
+						  "SELECT d.state, d.attempts, d.last_error, d.available_at,"
+						  " o.created_at, o.topic, d.handler, d.last_status"
+						  " FROM grelout.outbox AS o CROSS JOIN LATERAL ("
+						  "  SELECT o.state, o.attempts, o.last_error,"
+						  "   o.available_at, o.handler, o.last_status"
+						  "  WHERE o.route <> 'fanout'"
+						  "  UNION ALL"
+						  "  SELECT f.state, f.attempts, f.last_error,"
+						  "   f.available_at, f.handler, f.last_status"
+						  "  FROM grelout.fanout AS f"
+						  "  WHERE o.route = 'fanout' AND f.message_id = o.id) AS d"
+						  " WHERE o.id = $1 AND o.published_by = $2"
+						  " ORDER BY d.handler",
+						  2, argtypes, 0);
 		ret = SPI_execute_plan(status_plan, args, NULL, true, 0);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "could not read message status: %s", SPI_result_code_string(ret));

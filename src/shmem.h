@@ -6,7 +6,9 @@
  *	  database (its lease recovery flag), what the launcher is told:
  *	  databases whose relays must step aside for a DDL command, databases
  *	  given the extension, a rescan wanted; and the stamp of the last
- *	  message id (ids.c).
+ *	  message id (ids.c).  The layout and the rules of access are written
+ *	  at GreloutShared below; shmem.c creates it, the handlers' health is
+ *	  a shared hash table of its own (health.h).
  *
  *-------------------------------------------------------------------------
  */
@@ -24,7 +26,22 @@
 #define SLOT_RUNNING			2	/* the relay attached */
 #define SLOT_EXITED				3	/* the relay exited; counters kept */
 
-/* One slot a relay, read by grelout.relays */
+/*
+ * One slot a relay, read by grelout.relays.  Every field is read and
+ * written under mutex, but for the unlocked reads GreloutShared lists.
+ * Who writes what:
+ *
+ * - the launcher assigns a slot (state SLOT_STARTING, dboid, db_entry,
+ *   relay, roleoid, the flags cleared) and frees it (SLOT_FREE, counters
+ *   reset), only while no relay runs in it (SLOT_FREE or SLOT_EXITED); it
+ *   sets stop_requested;
+ * - the relay it starts attaches (pid, started_at, pgprocno, SLOT_RUNNING:
+ *   grelout_slot_attach), keeps its activity, counters, last error and
+ *   extension flags, and detaches at exit (pgprocno -1, pid 0, in_flight
+ *   0, SLOT_EXITED: slot_detach), counters kept for grelout.relays;
+ * - a backend reads a slot (grelout.relays, databases.c's step aside)
+ *   and writes none of it.
+ */
 typedef struct GreloutRelaySlot
 {
 	slock_t		mutex;
@@ -103,9 +120,50 @@ typedef struct GreloutAside
 #define GRELOUT_ASIDE_PER_ROLE	16
 #define GRELOUT_MAX_POKES		64
 
+/*
+ * GreloutShared: one block of shared memory, "grelout", made by
+ * grelout_shmem_startup under AddinShmemInitLock and sized at preload from
+ * grelout.max_relays (a restart setting):
+ *
+ *	[GreloutShared, the header][slots: nslots GreloutRelaySlot]
+ *	(MAXALIGN)[dbs: ndbs GreloutDbEntry]
+ *
+ * nslots = grelout.max_relays, ndbs = nslots + 32; both, and the dbs
+ * pointer, are set once at startup and never change, so anyone reads them
+ * without a lock.  Every other field follows one of these rules:
+ *
+ * - mutex, a spinlock held for a few instructions (never across a call
+ *   that can fail or wait), guards launcher_pgprocno, rescan and the pokes
+ *   (backends write them, grelout_wake_launcher; the launcher takes and
+ *   clears them, take_news), the asides (taken and cleared by the backend
+ *   whose command needs its database free, cleared by the launcher when
+ *   that backend is gone), and the oid, name and unserved flag of the
+ *   database entries (written by the launcher only, so its own reads need
+ *   no lock; relays and backends read them under mutex).
+ *
+ * - A slot's own mutex guards the slot (GreloutRelaySlot says who writes
+ *   what).  Neither mutex is ever taken while holding the other.
+ *
+ * - Unlocked reads, each safe for the reason given: the launcher reads a
+ *   slot's state and assignment without its mutex, being the only process
+ *   that assigns or frees a slot (a relay's own transitions, RUNNING and
+ *   EXITED, are caught on its next turn); grelout_wake_relays, run after
+ *   every commit that published, reads a slot's dboid and then, after a
+ *   read barrier, its pgprocno: dboid changes only while no relay runs in
+ *   the slot, and a stale pgprocno at worst sets the latch of a relay that
+ *   just left, or misses one that is starting, which claims as it starts.
+ *
+ * - Atomics, no lock: last_id_stamp, advanced by compare-and-exchange by
+ *   any backend making a message id (ids.c); a database entry's
+ *   leases_recovered, set LEASES_TO_RECOVER by the launcher when it takes
+ *   the entry, moved to LEASES_RECOVERING by compare-and-exchange by the
+ *   one relay that wins it, then to LEASES_RECOVERED after the commit that
+ *   released the old leases, or back to LEASES_TO_RECOVER by that relay's
+ *   exit if it could not (relay.c).
+ */
 typedef struct GreloutShared
 {
-	/* mutex guards the launcher's fields, the asides and the pokes */
+	/* guards the launcher's fields, the asides, the pokes, the dbs' names */
 	slock_t		mutex;
 	int			launcher_pgprocno;	/* -1 when no launcher runs */
 	bool		rescan;			/* pg_database or a setting may have changed */
@@ -114,7 +172,7 @@ typedef struct GreloutShared
 	Oid			pokes[GRELOUT_MAX_POKES];
 	GreloutAside asides[GRELOUT_MAX_ASIDE];
 
-	int			ndbs;
+	int			ndbs;			/* set at startup */
 	GreloutDbEntry *dbs;		/* ndbs entries, after the slots */
 
 	/*
@@ -122,7 +180,7 @@ typedef struct GreloutShared
 	 * by any backend of the server (ids.c): ids are monotonic server-wide.
 	 */
 	pg_atomic_uint64 last_id_stamp;
-	int			nslots;
+	int			nslots;			/* set at startup */
 	GreloutRelaySlot slots[FLEXIBLE_ARRAY_MEMBER];
 } GreloutShared;
 

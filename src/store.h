@@ -1,9 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * store.h
- *	  The relay's statements on grelout.outbox and grelout.fanout: the
- *	  schema version, routing (router.c), claim, settle and finalize, next
- *	  due time, lease recovery and retention purge (store.c).
+ *	  The relay's statements on grelout's tables, by table concern: the
+ *	  installed schema and the cycle's lock (store.c), routing (routing.c),
+ *	  the claim (claim.c, its columns in claim_columns.h), settle, finalize,
+ *	  lease recovery, next due time and retention purge (settle.c), the
+ *	  stored breakers and the auto-disable (handler_health.c); and, through
+ *	  spi_helpers.h, what they all go through.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,31 +14,12 @@
 #define GRELOUT_STORE_H
 
 #include "grelout.h"
+#include "claim_columns.h"
 #include "constants.h"
+#include "spi_helpers.h"
 
 #include "executor/spi.h"
 #include "nodes/pg_list.h"
-
-/* Columns of a claimed row, in the order store_claim and store_route return them. */
-enum
-{
-	CLAIM_ID = 1,
-	CLAIM_TOPIC,
-	CLAIM_KEY,
-	CLAIM_PAYLOAD,
-	CLAIM_HEADERS,
-	CLAIM_ATTEMPTS,
-	CLAIM_EXHAUSTED,
-	CLAIM_MAX_ATTEMPTS,
-	CLAIM_URL,
-	CLAIM_HANDLER_HEADERS,
-	CLAIM_SECRET,
-	CLAIM_PREVIOUS_SECRET,
-	CLAIM_TIMEOUT,				/* the handler's timeout, an interval */
-	CLAIM_LAST_ERROR,
-	CLAIM_HANDLER,				/* the handler's name; NULL on a 1.0 schema */
-	CLAIM_FANOUT				/* a grelout.fanout row, not an inline one */
-};
 
 /* the advisory lock keys: constants.h */
 
@@ -92,33 +76,34 @@ typedef struct SettleItem
 	int			attempts;		/* SETTLE_DEAD: the attempt it died on */
 } SettleItem;
 
+/* store.c */
 extern StoreSchema store_schema(void);
 extern void store_lock_outbox(void);
-extern Oid	store_relid(const char *relname);
 
-/* router.c */
+/* routing.c */
 extern SPITupleTable *store_route(StoreSchema schema, int limit, int claim_limit,
 								  int claim_max, int lease_ms, int64 lease_token,
 								  const ClaimLimits *lims, uint64 *nrows,
 								  uint64 *nrouted, bool *cut, bool *blocked);
 
-/* store.c */
-extern bool store_any_ordered_handler(void);
+/* claim.c */
 extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  int64 lease_token, int default_max_attempts,
 								  bool dead_letter, const ClaimLimits *lims,
 								  uint64 *nrows);
+extern bool store_any_ordered_handler(void);
 extern List *store_handler_caps(int default_max_in_flight);
-extern void store_load_health(Oid dboid);
-extern bool store_disable_handler(const char *name);
-extern Datum store_array(Datum *elems, bool *nulls, int n, Oid type);
-extern Datum store_text_array(List *strings);
-extern Datum store_int_array(int *values, int n);
+
+/* settle.c */
 extern void store_settle(StoreSchema schema, SettleItem *items, int n,
 						 bool keep_delivered);
 extern void store_finalize_fanout(List *ids, bool keep_delivered);
 extern uint64 store_release_stale_leases(StoreSchema schema);
 extern int64 store_next_due_ms(StoreSchema schema);
 extern uint64 store_purge_delivered(StoreSchema schema, int64 window_ms, int limit);
+
+/* handler_health.c (the rest of it: health.h) */
+extern void store_load_health(Oid dboid);
+extern bool store_disable_handler(const char *name);
 
 #endif							/* GRELOUT_STORE_H */

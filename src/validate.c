@@ -18,7 +18,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
-#include "route.h"
+#include "topic_pattern.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"

@@ -213,16 +213,6 @@ append_signature(HeaderLines *list, const char *id, int64 ts,
 		append_header(list, "webhook-signature", 17, value, len);
 }
 
-/* webhook_text_column: a text column of a claimed row, copied, or NULL. */
-char *
-webhook_text_column(HeapTuple tup, TupleDesc desc, int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(tup, desc, col, &isnull);
-
-	return isnull ? NULL : TextDatumGetCString(d);
-}
-
 /*
  * request_timeout_ms: the handler's timeout or the default, below the
  * lease.  The interval goes through the one overflow-checked conversion
@@ -259,9 +249,9 @@ add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 {
 	HeaderLines lines = {0};
 	HeaderLines *h = &lines;
-	char	   *key = webhook_text_column(tup, desc, CLAIM_KEY);
-	char	   *secret = webhook_text_column(tup, desc, CLAIM_SECRET);
-	char	   *previous = webhook_text_column(tup, desc, CLAIM_PREVIOUS_SECRET);
+	char	   *key = grelout_text_column(tup, desc, CLAIM_KEY);
+	char	   *secret = grelout_text_column(tup, desc, CLAIM_SECRET);
+	char	   *previous = grelout_text_column(tup, desc, CLAIM_PREVIOUS_SECRET);
 	int64		now_s = (int64) time(NULL);
 	char		buf[64];
 	bool		isnull;
@@ -312,14 +302,14 @@ fill_job(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	memcpy(&job->id, DatumGetUUIDP(d), sizeof(pg_uuid_t));
 	strlcpy(job->id_str, DatumGetCString(DirectFunctionCall1(uuid_out, d)),
 			sizeof(job->id_str));
-	job->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
-	job->handler = webhook_text_column(tup, desc, CLAIM_HANDLER);
+	job->topic = grelout_text_column(tup, desc, CLAIM_TOPIC);
+	job->handler = grelout_text_column(tup, desc, CLAIM_HANDLER);
 	d = SPI_getbinval(tup, desc, CLAIM_FANOUT, &isnull);
 	job->fanout = !isnull && DatumGetBool(d);
 	job->attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_ATTEMPTS, &isnull));
 	job->max_attempts = DatumGetInt32(SPI_getbinval(tup, desc, CLAIM_MAX_ATTEMPTS, &isnull));
-	job->req.url = webhook_text_column(tup, desc, CLAIM_URL);
-	job->req.body = webhook_text_column(tup, desc, CLAIM_PAYLOAD);
+	job->req.url = grelout_text_column(tup, desc, CLAIM_URL);
+	job->req.body = grelout_text_column(tup, desc, CLAIM_PAYLOAD);
 	job->req.body_len = strlen(job->req.body);
 	job->req.timeout_ms = request_timeout_ms(tup, desc);
 	add_headers(job, tup, desc);

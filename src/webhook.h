@@ -16,6 +16,7 @@
 #include "access/tupdesc.h"
 #include "http.h"
 #include "lib/ilist.h"
+#include "spi_helpers.h"
 
 #define GRELOUT_USER_AGENT		"grelout/" GRELOUT_VERSION
 
@@ -43,6 +44,16 @@ typedef struct WebhookJob
 extern WebhookJob *webhook_build(MemoryContext parent, HeapTuple tup,
 								 TupleDesc desc, int64 lease);
 extern void webhook_free(WebhookJob *job);
-extern char *webhook_text_column(HeapTuple tup, TupleDesc desc, int col);
+
+/*
+ * webhook_text_column: a text column of a claimed row (CLAIM_*), copied, or
+ * NULL: grelout_text_column, under the name the relay reads its claimed
+ * rows with.
+ */
+static inline char *
+webhook_text_column(HeapTuple tup, TupleDesc desc, int col)
+{
+	return grelout_text_column(tup, desc, col);
+}
 
 #endif							/* GRELOUT_WEBHOOK_H */

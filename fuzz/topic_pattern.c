@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * topic.c
+ * topic_pattern.c
  *	  libFuzzer target: edge_topic_pattern_valid() and edge_topic_match(),
  *	  the handlers' topic patterns, and edge_topic_reserved().  The input is a pattern and a topic
  *	  separated by the first newline (no newline: the input is both).
@@ -17,7 +17,7 @@
 #include <strings.h>
 
 #include "fuzz.h"
-#include "route.h"
+#include "topic_pattern.h"
 
 #define MAX_SEGMENTS 600
 

@@ -1,13 +1,13 @@
 /*-------------------------------------------------------------------------
  *
- * route.h
+ * topic_pattern.h
  *	  Topic patterns of handlers (pure C, no PostgreSQL): their validation
  *	  and the matching of a message's topic against one.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef GRELOUT_ROUTE_H
-#define GRELOUT_ROUTE_H
+#ifndef GRELOUT_TOPIC_PATTERN_H
+#define GRELOUT_TOPIC_PATTERN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,4 +26,4 @@ extern bool edge_topic_reserved(const char *topic, size_t len);
 extern bool edge_topic_match(const char *pattern, size_t plen,
 							 const char *topic, size_t tlen);
 
-#endif							/* GRELOUT_ROUTE_H */
+#endif							/* GRELOUT_TOPIC_PATTERN_H */

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * router.c
+ * routing.c
  *	  Routing of new messages (1.1): a batch of them read and locked, each
  *	  matched against the handlers here in C, then routed and, where slots
  *	  allow, claimed in one write each.
@@ -17,9 +17,9 @@
  * and one statement that writes the routes, inserts the fan-out rows and
  * returns the claimed deliveries with their handlers' columns.  What lies
  * between, the matching, the claim limits, the cut and the routing
- * numbers, is decided here: done in SQL, with window functions over the
- * join of messages and handlers, it cost about twice what the writes do
- * (README, "How it works": routing).
+ * numbers, is decided here, in C, rather than in SQL with window functions
+ * over the join of messages and handlers (bench/README.md, "Figures behind
+ * the code", says what that cost).
  *
  * Every function here runs inside a transaction that the relay opened,
  * with SPI connected and a snapshot pushed.
@@ -28,7 +28,7 @@
  */
 #include "store.h"
 
-#include "route.h"
+#include "topic_pattern.h"
 
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -38,6 +38,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/uuid.h"
 
 PG_FUNCTION_INFO_V1(grelout_lock_routing_1_2);
 
@@ -55,7 +56,6 @@ grelout_lock_routing_1_2(PG_FUNCTION_ARGS)
 							   Int32GetDatum(ROUTING_LOCK_KEY2));
 	PG_RETURN_VOID();
 }
-#include "utils/uuid.h"
 
 /* The handlers, in name order (the order fan-out deliveries are claimed). */
 static const char *handlers_sql =
@@ -66,14 +66,16 @@ static const char *handlers_sql =
  * The oldest new messages from id $3 on, locked, skipping those another
  * relay routes, with their row addresses; "due" says a claim could take
  * the message now.  The payload is read only when some handler has a
- * filter ($2), the handler an operational event is about always (an event
- * never goes to the handler it is about).
+ * filter ($2), the handler an operational event is about always (an event,
+ * a topic of GRELOUT_EVENT_TOPIC_PREFIX, never goes to the handler it is
+ * about).
  */
 static const char *new_sql =
 "SELECT o.id, o.topic, o.key IS NOT NULL AS keyed,"
 " o.state = 'pending' AND o.available_at <= now() AS due,"
 " CASE WHEN $2 THEN o.payload END AS payload,"
-" CASE WHEN left(o.topic, 8) = 'grelout.' THEN o.payload ->> 'handler' END"
+" CASE WHEN starts_with(o.topic, '" GRELOUT_EVENT_TOPIC_PREFIX "')"
+"  THEN o.payload ->> 'handler' END"
 "  AS event_handler, o.ctid"
 " FROM grelout.outbox o WHERE o.route = 'new' AND o.id >= $3"
 " ORDER BY o.id LIMIT $1"
@@ -123,25 +125,31 @@ static const char *route_sql =
 " h AS MATERIALIZED ("
 " SELECT hh.name, hh.url, hh.headers, hh.secret, hh.previous_secret,"
 "  hh.timeout, hh.max_attempts"
-" FROM grelout.handlers hh WHERE hh.name = ANY ($13::text[]))"
-" SELECT u.id, u.topic, u.key, u.payload, u.headers, u.attempts, false,"
-"  coalesce(h.max_attempts, $12), h.url, h.headers, h.secret,"
-"  h.previous_secret, h.timeout, u.last_error, h.name, false"
+" FROM grelout.handlers hh WHERE hh.name = ANY ($13::text[])),"
+" ci AS ("
+" SELECT u.id, u.topic, u.key, u.payload, u.headers, u.attempts,"
+"  false AS exhausted, coalesce(h.max_attempts, $12) AS max_attempts, h.url,"
+"  h.headers AS handler_headers, h.secret, h.previous_secret, h.timeout,"
+"  u.last_error, h.name AS handler, false AS fanout"
 " FROM u JOIN h ON h.name = u.handler"
-" WHERE u.claimed"
-" UNION ALL"
-" SELECT u.id, u.topic, u.key, u.payload, u.headers, 1, false,"
-"  coalesce(h.max_attempts, $12), h.url, h.headers, h.secret,"
-"  h.previous_secret, h.timeout, NULL::text, h.name, true"
+" WHERE u.claimed),"
+" cf AS ("
+" SELECT u.id, u.topic, u.key, u.payload, u.headers, 1 AS attempts,"
+"  false AS exhausted, coalesce(h.max_attempts, $12) AS max_attempts, h.url,"
+"  h.headers AS handler_headers, h.secret, h.previous_secret, h.timeout,"
+"  NULL::text AS last_error, h.name AS handler, true AS fanout"
 " FROM fs JOIN u ON u.id = fs.id JOIN h ON h.name = fs.handler"
-" WHERE fs.claimed";
+" WHERE fs.claimed)"
+" SELECT " CLAIM_COLUMNS " FROM ci"
+" UNION ALL"
+" SELECT " CLAIM_COLUMNS " FROM cf";
 
 /*
  * Through a backlog, routing starts after the last message it routed
  * rather than from the oldest new one: outbox_route_idx keeps the entry of
  * every message routed since the last vacuum, and a scan from the oldest
  * walks them all (autovacuum may not come by for the whole of a backlog's
- * drain: they were a tenth of the relay's CPU).  A message committed late
+ * drain; bench/README.md, "Figures behind the code").  A message committed late
  * with an earlier id is found by the scan from the oldest, which runs when
  * routing has caught up (a batch short of its limit), at least every
  * ROUTE_OLDEST_EVERY_MS, and always while some handler is ordered (so the
@@ -153,6 +161,10 @@ static pg_uuid_t route_from;
 static bool route_from_set = false;
 static TimestampTz route_oldest_at = 0;
 
+/*
+ * The statements of routing, planned once, generic (their LIMIT and arrays
+ * change at every call), and kept.
+ */
 static SPIPlanPtr handlers_plan = NULL;
 static SPIPlanPtr new_plan = NULL;
 static SPIPlanPtr route_plan = NULL;
@@ -190,18 +202,6 @@ typedef struct RouteWrites
 } RouteWrites;
 
 /*
- * keep_plan: plan a routing statement the first time, generic (its LIMIT
- * and arrays change at every call), and keep it.
- */
-static SPIPlanPtr
-keep_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
-{
-	if (*plan == NULL)
-		*plan = grelout_keep_plan(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
-	return *plan;
-}
-
-/*
  * load_handlers: every handler, in name order, with what the claim may
  * take of each (lims: names listed take their entry, the others the
  * default).  *nhandlers is how many; *any_filter says some has a filter,
@@ -220,7 +220,8 @@ load_handlers(const ClaimLimits *lims, int *nhandlers, bool *any_filter,
 	int			nlimits;
 	char	  **listed;
 
-	keep_plan(&handlers_plan, handlers_sql, 0, NULL);
+	grelout_keep_plan(&handlers_plan, handlers_sql, 0, NULL,
+					  CURSOR_OPT_GENERIC_PLAN);
 	ret = SPI_execute_plan(handlers_plan, NULL, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read the handlers: %s", SPI_result_code_string(ret));
@@ -246,7 +247,7 @@ load_handlers(const ClaimLimits *lims, int *nhandlers, bool *any_filter,
 		bool		isnull;
 		Datum		filter;
 
-		h->name = TextDatumGetCString(SPI_getbinval(tup, desc, 1, &isnull));
+		h->name = grelout_text_column(tup, desc, 1);
 		h->topic = DatumGetTextPP(SPI_getbinval(tup, desc, 2, &isnull));
 		filter = SPI_getbinval(tup, desc, 3, &isnull);
 		h->filter = isnull ? (Datum) 0 : filter;
@@ -325,12 +326,12 @@ add_fanout(RouteWrites *w, Datum id, RouteHandler *h, bool claimed)
 }
 
 /*
- * plan_routes: decide the routes of the new messages in tt (id order)
+ * decide_routes: decide the routes of the new messages in tt (id order)
  * into w, as store_route describes; returns how many of them are routed
  * (the rest, cut, stay new).
  */
 static int
-plan_routes(SPITupleTable *tt, uint64 nnew, RouteHandler *hs, int nhandlers,
+decide_routes(SPITupleTable *tt, uint64 nnew, RouteHandler *hs, int nhandlers,
 			int claim_limit, int claim_max, RouteWrites *w)
 {
 	TupleDesc	desc = tt->tupdesc;
@@ -521,7 +522,8 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		memset(&oldest, 0, sizeof(oldest));
 		route_oldest_at = TimestampTzPlusMilliseconds(now, ROUTE_OLDEST_EVERY_MS);
 	}
-	keep_plan(&new_plan, new_sql, 3, new_types);
+	grelout_keep_plan(&new_plan, new_sql, 3, new_types,
+					  CURSOR_OPT_GENERIC_PLAN);
 	new_values[0] = Int32GetDatum(limit);
 	new_values[1] = BoolGetDatum(any_filter);
 	new_values[2] = UUIDPGetDatum(from_last ? &route_from : &oldest);
@@ -535,7 +537,7 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 
 	new_tt = SPI_tuptable;
 	writes_init(&w, (int) nnew);
-	*nrouted = plan_routes(new_tt, nnew, hs, nhandlers, claim_limit,
+	*nrouted = decide_routes(new_tt, nnew, hs, nhandlers, claim_limit,
 						   claim_max, &w);
 	*cut = (*nrouted < nnew);
 	if (*nrouted == 0)
@@ -553,7 +555,8 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		if (hs[j].claimed)
 			claimed_handlers = lappend(claimed_handlers, hs[j].name);
 
-	keep_plan(&route_plan, route_sql, 13, types);
+	grelout_keep_plan(&route_plan, route_sql, 13, types,
+					  CURSOR_OPT_GENERIC_PLAN);
 	values[0] = store_array(w.ctids, NULL, w.n, TIDOID);
 	values[1] = store_array(w.handlers, w.handler_nulls, w.n, TEXTOID);
 	values[2] = store_array(w.matches, NULL, w.n, INT4OID);

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
- * route.c
+ * topic_pattern.c
  *	  Topic patterns of handlers, in pure C (no PostgreSQL calls), unit
- *	  tested in test/unit/test_route.c and fuzzed by fuzz/topic.c.
+ *	  tested in test/unit/test_topic_pattern.c and fuzzed by fuzz/topic_pattern.c.
  *
  * A topic is split into segments at '.'.  In a pattern, a segment "*"
  * matches exactly one segment, a segment "#" matches zero or more
@@ -13,7 +13,7 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "route.h"
+#include "topic_pattern.h"
 
 #include "constants.h"
 

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
- * test_route.c
- *	  Unit tests of src/route.c, handlers' topic patterns: validation (no
+ * test_topic_pattern.c
+ *	  Unit tests of src/topic_pattern.c, handlers' topic patterns: validation (no
  *	  empty segment, '*' and '#' only as whole segments) and matching ('*'
  *	  one segment, '#' zero or more, others literal; a leading wildcard
  *	  never matches a "grelout." topic), checked case by case and against
@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "route.h"
+#include "topic_pattern.h"
 #include "tap.h"
 
 /* match: edge_topic_match on C strings. */

@@ -1,16 +1,18 @@
 /*-------------------------------------------------------------------------
  *
- * topics.c
- *	  grelout._topic_matches(pattern, topic), the SQL face of
- *	  edge_topic_match() (src/route.c): does a message's topic match a
- *	  handler's topic pattern.  The router and the handler triggers use it.
+ * topic_pattern_sql.c
+ *	  grelout._topic_matches(pattern, topic), the SQL wrapper of
+ *	  edge_topic_match() (topic_pattern.c): does a message's topic match a
+ *	  handler's topic pattern.  The handler triggers, the views and the
+ *	  operational events (handler_health.c) call it; routing calls
+ *	  edge_topic_match() itself (routing.c).
  *
  *-------------------------------------------------------------------------
  */
 #include "grelout.h"
 
 #include "fmgr.h"
-#include "route.h"
+#include "topic_pattern.h"
 #include "utils/builtins.h"
 
 PG_FUNCTION_INFO_V1(grelout_topic_matches);
