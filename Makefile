@@ -33,6 +33,7 @@ OBJS = \
 	src/outcome.o \
 	src/webhook.o \
 	src/http.o \
+	src/budget.o \
 	src/relay.o \
 	src/launcher.o \
 	src/databases.o

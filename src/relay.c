@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "access/xact.h"
+#include "budget.h"
 #include "access/xlog.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
@@ -83,30 +84,12 @@
 /*
  * While routing takes every free slot (a backlog of new messages) and a
  * handler is ordered, the claim still runs this often, first, with a share
- * of the slots (CLAIM_RESERVE_DIV): the heads of ordered keys, which
+ * of the slots (budget_ordered_first): the heads of ordered keys, which
  * routing never claims, are not held back by the backlog.
  */
 #define CLAIM_AT_LEAST_MS		100
-#define CLAIM_RESERVE_DIV		4
 /* Routing held back by a handler change: try again this soon. */
 #define ROUTE_RETRY_MS			100
-/*
- * A handler counts as busy, for the fair share of the slots, while it has
- * requests in flight and this long after its last one finished (a fast
- * endpoint's requests are often all finished when the claim runs).
- */
-#define BUSY_AFTER_MS			100
-/*
- * While several handlers are busy, a handler's requests in flight are
- * earned by answers (like TCP's slow start): its window opens by one for
- * each request its endpoint answered (any status) and halves, down to
- * concurrency / WINDOW_FLOOR_DIV (at least one), for each request that got
- * no answer (a timeout, a refused or failed connection).  The slots a
- * handler's window leaves of its fair share go to the others.  So an
- * endpoint that hangs holds a tenth of the slots, not its half, while a
- * slow one that answers earns its whole share within a few round trips.
- */
-#define WINDOW_FLOOR_DIV		10
 /*
  * With no slot free, routing ahead (routing new messages to find a handler
  * with nothing in flight behind them) is worth its second write only while
@@ -138,20 +121,11 @@ typedef struct LocalHandler
 {
 	char		name[GRELOUT_HANDLER_NAME_MAX + 1];	/* hash key */
 	HealthEntry *entry;			/* NULL when the shared table is full */
-	int			in_flight;		/* this relay's requests to it */
-	int			counted;		/* of them, counted in entry->in_flight */
-	MonoTime	busy_until;		/* busy for the fair share until then */
-	int			window;			/* requests earned by answers (WINDOW_*) */
-	int			cap;			/* the fair share this claim (plan_claim) */
-	/* the current claim's plan */
-	int			want;			/* the fair share of the free slots */
-	bool		gated;			/* breaker not closed, or paused */
-	bool		listed;			/* limited to lim in this claim */
-	int			lim;
-	int			reserved;		/* slots reserved in entry (caps) */
+	BudgetHandler budget;		/* its requests here, window, claim budget */
+	int			counted;		/* of its requests, counted in entry->in_flight */
+	int			reserved;		/* slots reserved in entry by the claim (caps) */
 	int			tokens;			/* of them, max_per_second budget */
-	bool		probe;			/* lim is the breaker's one probe */
-	int			claimed;		/* jobs the claim took */
+	bool		probe;			/* its limit is the breaker's one probe */
 } LocalHandler;
 
 /* Everything the loop carries from one turn to the next. */
@@ -531,7 +505,7 @@ job_started(WebhookJob *job)
 
 	if (lh == NULL)
 		return;
-	lh->in_flight++;
+	budget_started(&lh->budget);
 	if (lh->entry != NULL)
 	{
 		if (!job->counted)
@@ -539,13 +513,6 @@ job_started(WebhookJob *job)
 		job->counted = true;
 		lh->counted++;
 	}
-}
-
-/* window_floor: the least a handler's window can be (WINDOW_FLOOR_DIV). */
-static int
-window_floor(void)
-{
-	return Max(1, grelout_concurrency / WINDOW_FLOOR_DIV);
 }
 
 /*
@@ -556,17 +523,11 @@ static void
 job_finished(WebhookJob *job)
 {
 	LocalHandler *lh = job->local;
-	int			window;
 
 	if (lh == NULL)
 		return;
-	lh->in_flight = Max(lh->in_flight - 1, 0);
-	lh->busy_until = now_ts() + BUSY_AFTER_MS * 1000;
-	window = Max(lh->window, window_floor());
-	if (responded(&job->req))
-		lh->window = Min(window + 1, grelout_concurrency);
-	else
-		lh->window = Max(window / 2, window_floor());
+	budget_finished(&lh->budget, responded(&job->req), grelout_concurrency,
+					now_ts());
 	if (job->counted && lh->entry != NULL)
 	{
 		health_add_in_flight(lh->entry, -1);
@@ -792,7 +753,7 @@ queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 	if (job->handler != NULL && st->schema == STORE_SCHEMA_1_1)
 	{
 		job->local = local_handler(st, job->handler);
-		job->local->claimed++;
+		job->local->budget.claimed++;
 	}
 	job->next = st->to_start;
 	st->to_start = job;
@@ -804,17 +765,13 @@ queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
 static void
 list_handler(RelayState *st, LocalHandler *lh, int lim)
 {
-	if (!lh->listed)
+	if (budget_limit(&lh->budget, lim))
 	{
 		MemoryContext old = MemoryContextSwitchTo(st->loop_cxt);
 
-		lh->listed = true;
-		lh->lim = lim;
 		st->planned = lappend(st->planned, lh);
 		MemoryContextSwitchTo(old);
 	}
-	else
-		lh->lim = Min(lh->lim, lim);
 }
 
 /*
@@ -836,58 +793,9 @@ plan_remaining(RelayState *st, ClaimLimits *cl)
 	{
 		LocalHandler *lh = lfirst(lc);
 
-		lims[n++] = Max(lh->lim - lh->claimed, 0);
+		lims[n++] = budget_remaining(&lh->budget);
 	}
 	cl->lims = store_int_array(lims, n);
-}
-
-/*
- * share_slots: the fair share (cap) of each of the busy handlers (cap 0
- * on entry; the others have -1): the relay's slots divided equally, where
- * several are busy a handler's share bounded by its window and what that
- * leaves given to the others in equal parts (water filling: a pass fixes
- * every handler whose window is below the equal share of the slots left,
- * until none is).  One busy handler gets every slot.
- */
-static void
-share_slots(RelayState *st, int busy)
-{
-	HASH_SEQ_STATUS seq;
-	LocalHandler *lh;
-	int			slots = grelout_concurrency;
-	int			open = busy;
-	bool		fixed = true;
-
-	while (fixed && open > 0)
-	{
-		int			share = (slots + open - 1) / open;
-
-		fixed = false;
-		hash_seq_init(&seq, st->handlers);
-		while ((lh = hash_seq_search(&seq)) != NULL)
-		{
-			int			window = Max(lh->window, window_floor());
-
-			if (lh->cap != 0)
-				continue;
-			if (busy > 1 && window < share)
-			{
-				lh->cap = window;
-				slots -= window;
-				open--;
-				fixed = true;
-			}
-		}
-		if (!fixed)
-		{
-			hash_seq_init(&seq, st->handlers);
-			while ((lh = hash_seq_search(&seq)) != NULL)
-			{
-				if (lh->cap == 0)
-					lh->cap = share;
-			}
-		}
-	}
 }
 
 /*
@@ -913,14 +821,15 @@ static void
 plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	MonoTime	mono = now_ts();
 	HASH_SEQ_STATUS seq;
 	LocalHandler *lh;
+	BudgetHandler **all;
+	BudgetClaim bc;
+	int			n = 0;
 	List	   *names = NIL;
 	List	   *caps;
 	List	   *gated;
 	ListCell   *lc;
-	int			busy = 0;
 
 	st->planned = NIL;
 	st->health_wake_at = 0;
@@ -928,43 +837,24 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 	hash_seq_init(&seq, st->handlers);
 	while ((lh = hash_seq_search(&seq)) != NULL)
 	{
-		lh->listed = false;
-		lh->gated = false;
-		lh->reserved = lh->tokens = lh->claimed = 0;
+		budget_reset(&lh->budget);
+		lh->reserved = lh->tokens = 0;
 		lh->probe = false;
 	}
 	gated = health_restricted(MyDatabaseId, now);
 	foreach(lc, gated)
-		local_handler(st, (char *) lfirst(lc))->gated = true;
+		local_handler(st, (char *) lfirst(lc))->budget.gated = true;
 
-	/*
-	 * The fair share of the busy handlers.  A handler whose breaker is not
-	 * closed, or that is paused, takes a probe at most: it is not counted,
-	 * so the others share the slots its requests in flight leave free.
-	 */
+	/* the fair share of the busy handlers, and what each of them wants */
+	all = palloc(sizeof(BudgetHandler *) * Max(hash_get_num_entries(st->handlers), 1));
 	hash_seq_init(&seq, st->handlers);
 	while ((lh = hash_seq_search(&seq)) != NULL)
-	{
-		lh->cap = -1;
-		if (!lh->gated && (lh->in_flight > 0 || lh->busy_until > mono))
-		{
-			lh->cap = 0;
-			busy++;
-		}
-	}
-	share_slots(st, busy);
-	hash_seq_init(&seq, st->handlers);
-	while ((lh = hash_seq_search(&seq)) != NULL)
-	{
-		if (extra)
-			lh->want = (lh->in_flight > 0) ? 0 : 1;
-		else if (lh->cap >= 0)
-			lh->want = Min(limit, Max(lh->cap - lh->in_flight, 0));
-		else if (busy > 0)
-			lh->want = Min(limit, Max(lh->window, window_floor()));
-		else
-			lh->want = limit;
-	}
+		all[n++] = &lh->budget;
+	bc.concurrency = grelout_concurrency;
+	bc.limit = limit;
+	bc.extra = extra;
+	bc.now = now_ts();
+	budget_share_out(&bc, all, n);
 
 	/* breakers not closed, and pauses */
 	foreach(lc, gated)
@@ -976,11 +866,10 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 		lh = local_handler(st, (char *) lfirst(lc));
 		if (lh->entry == NULL)
 			continue;
-		got = health_gate(lh->entry, lh->want, now, &probe, &wake);
+		got = health_gate(lh->entry, lh->budget.want, now, &probe, &wake);
 		lh->probe = probe;
 		list_handler(st, lh, got);
-		if (wake > 0 && (st->health_wake_at == 0 || wake < st->health_wake_at))
-			st->health_wake_at = wake;
+		st->health_wake_at = budget_earliest(st->health_wake_at, wake);
 	}
 
 	/* caps over all relays */
@@ -993,30 +882,27 @@ plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
 		lh = local_handler(st, c->name);
 		if (lh->entry == NULL)
 			continue;
-		want = lh->listed ? lh->lim : lh->want;
+		want = budget_asked(&lh->budget);
 		lh->reserved = health_reserve(lh->entry, want, c->max_in_flight,
 									  c->max_per_second, now);
 		lh->tokens = (c->max_per_second > 0) ? lh->reserved : 0;
 		list_handler(st, lh, lh->reserved);
 		if (c->max_per_second > 0 && lh->reserved < want)
-		{
-			TimestampTz wake = now + USECS_PER_SEC / c->max_per_second + 1000;
-
-			if (st->health_wake_at == 0 || wake < st->health_wake_at)
-				st->health_wake_at = wake;
-		}
+			st->health_wake_at =
+				budget_earliest(st->health_wake_at,
+								budget_next_token_at(now, c->max_per_second));
 	}
 
 	/*
 	 * The fair share of the others; a handler this relay has not seen yet
 	 * gets what a new one beside the busy ones gets.
 	 */
-	cl->default_lim = extra ? 1 : (busy > 0) ? Min(limit, window_floor()) : limit;
+	cl->default_lim = bc.default_limit;
 	hash_seq_init(&seq, st->handlers);
 	while ((lh = hash_seq_search(&seq)) != NULL)
 	{
-		if (!lh->listed && lh->want != cl->default_lim)
-			list_handler(st, lh, lh->want);
+		if (budget_needs_limit(&lh->budget, &bc))
+			list_handler(st, lh, lh->budget.want);
 	}
 
 	foreach(lc, st->planned)
@@ -1042,7 +928,7 @@ plan_finish(RelayState *st, bool committed)
 		{
 			LocalHandler *lh = job->local;
 
-			if (lh == NULL || !lh->listed)
+			if (lh == NULL || !lh->budget.limited)
 				continue;
 			if (lh->reserved > 0)
 			{
@@ -1070,7 +956,7 @@ plan_finish(RelayState *st, bool committed)
 			health_release_probe(lh->entry);
 		lh->reserved = lh->tokens = 0;
 		lh->probe = false;
-		lh->listed = false;
+		lh->budget.limited = false;
 	}
 	st->planned = NIL;
 }
@@ -1362,7 +1248,7 @@ claim_step(RelayState *st, int limit, bool extra)
 	}
 	if (now_ts() >= st->claim_overdue_at && st->schema == STORE_SCHEMA_1_1 &&
 		store_any_ordered_handler())
-		nrows = claim_rows(st, Max(1, limit / CLAIM_RESERVE_DIV), lease, &cl,
+		nrows = claim_rows(st, budget_ordered_first(limit), lease, &cl,
 						   &fanout_dead);
 	claimed = (int) nrows;
 
@@ -1444,9 +1330,8 @@ purge_step(RelayState *st)
 static bool
 cycle_steps(RelayState *st, bool claim, uint64 *released)
 {
-	int			running = http_engine_running(st->engine);
-	int			free_slots = grelout_concurrency - running;
-	bool		extra = false;
+	int			free_slots;
+	bool		extra;
 
 	st->schema = store_schema();
 	if (st->schema == STORE_SCHEMA_NONE)
@@ -1465,14 +1350,11 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 	/*
 	 * No slot free: under 1.1 the claim may still start one request for
 	 * each handler with due work and none in flight here, up to twice the
-	 * concurrency in all (plan_claim).
+	 * concurrency in all (budget_free_slots).
 	 */
-	if (free_slots <= 0 && st->schema == STORE_SCHEMA_1_1 &&
-		running < 2 * grelout_concurrency)
-	{
-		extra = true;
-		free_slots = 2 * grelout_concurrency - running;
-	}
+	free_slots = budget_free_slots(grelout_concurrency,
+								   http_engine_running(st->engine),
+								   st->schema == STORE_SCHEMA_1_1, &extra);
 	if (claim && free_slots > 0)
 	{
 		if (may_claim_after_restart(st->schema, released))
@@ -1752,11 +1634,10 @@ reload_settings(RelayState *st, bool initial)
 static bool
 may_claim(RelayState *st)
 {
-	int			limit = grelout_concurrency;
-
 	/* 1.1: a handler with nothing in flight may get a slot beyond them */
-	if (st->schema == STORE_SCHEMA_1_1)
-		limit *= 2;
+	int			limit = budget_most_running(grelout_concurrency,
+											st->schema == STORE_SCHEMA_1_1);
+
 	return !st->stopping && grelout_relay_enabled &&
 		http_engine_running(st->engine) < limit;
 }
