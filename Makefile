@@ -34,6 +34,8 @@ OBJS = \
 	src/webhook.o \
 	src/http.o \
 	src/budget.o \
+	src/claim_budget.o \
+	src/jobs.o \
 	src/relay.o \
 	src/launcher.o \
 	src/databases.o

@@ -41,13 +41,12 @@
  *
  *-------------------------------------------------------------------------
  */
-#include "grelout.h"
+#include "relay.h"
 
 #include <signal.h>
 #include <time.h>
 
 #include "access/xact.h"
-#include "budget.h"
 #include "access/xlog.h"
 #include "common/pg_prng.h"
 #include "executor/spi.h"
@@ -110,51 +109,17 @@
 #define PURGE_BATCH				500
 #define PURGE_IDLE_MS			10000
 
-/* A time on the monotonic clock, in microseconds. */
-typedef int64 MonoTime;
-
-/*
- * The relay's record of one handler (1.1): its requests in flight here,
- * its shared health entry, and what the current claim may take of it.
- */
-typedef struct LocalHandler
-{
-	char		name[GRELOUT_HANDLER_NAME_MAX + 1];	/* hash key */
-	HealthEntry *entry;			/* NULL when the shared table is full */
-	BudgetHandler budget;		/* its requests here, window, claim budget */
-	int			counted;		/* of its requests, counted in entry->in_flight */
-	int			reserved;		/* slots reserved in entry by the claim (caps) */
-	int			tokens;			/* of them, max_per_second budget */
-	bool		probe;			/* its limit is the breaker's one probe */
-} LocalHandler;
-
 /* Everything the loop carries from one turn to the next. */
 typedef struct RelayState
 {
 	int			index;			/* slot */
-	int			relay;			/* number within the database */
-	char		dbname[NAMEDATALEN];
-	GreloutDbEntry *db;			/* the database's shared entry */
-	GreloutRelaySlot *slot;
 	HttpEngine *engine;
 	WaitEventSet *wes;
-	MemoryContext loop_cxt;		/* reset at every turn */
-	MemoryContext jobs_cxt;
-	MemoryContext settle_cxt;
-
-	/* outcomes waiting to be written */
-	SettleItem *settles;
-	int			nsettles;
-	int			settles_cap;
-	int			count_delivered;
-	int			count_retried;
-	int			count_dead;
 
 	/* claiming */
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
 	MonoTime	next_claim_at;	/* next due message, or the poll */
 	MonoTime	claim_overdue_at;	/* run the claim statement by then */
-	MonoTime	last_finish_at; /* a request last finished then */
 	bool		ahead_useful;	/* the last extra claim took a delivery */
 	bool		woken;			/* the latch was set since the last claim */
 	MonoTime	next_due_read_at;	/* store_next_due_ms last read then */
@@ -162,21 +127,13 @@ typedef struct RelayState
 	bool		extension_ready;
 	bool		extension_reported; /* to the launcher, once */
 	bool		looked;			/* a cycle has committed since the start */
-	StoreSchema schema;			/* read at the start of each cycle */
-	WebhookJob *to_start;
-	bool		keyed_claimed;	/* to_start has a message with a key */
-	dlist_head	in_flight;		/* started, not yet finished */
+	bool		keyed_claimed;	/* the claim took a message with a key */
 
 	/* dead letters of the claim, logged once it commits */
 	List	   *claim_dead;
-	int			count_claim_dead;
 
 	/* handler health (1.1) */
-	HTAB	   *handlers;		/* LocalHandler by name */
-	List	   *planned;		/* LocalHandlers listed in this claim */
-	TimestampTz health_wake_at; /* a probe or a pause ends then; 0: none */
 	bool		health_loaded;	/* stored breaker states loaded */
-	List	   *health_writes;	/* HealthWrite, in settle_cxt */
 	List	   *disabled;		/* names disabled by this cycle, to log */
 	bool		events_published;	/* route them soon */
 
@@ -194,6 +151,12 @@ typedef struct RelayState
 	MonoTime	stop_deadline;
 	char		activity[64];
 } RelayState;
+
+/* Who this relay is, the loop's context, the schema the last cycle read */
+RelayIdentity MyRelay;
+MemoryContext RelayLoopContext = NULL;
+StoreSchema relay_schema = STORE_SCHEMA_NONE;
+
 
 
 /* True while this relay owns the lease recovery of its database. */
@@ -242,7 +205,7 @@ lease_recovery_done(RelayState *st, uint64 released)
 	if (released > 0)
 		ereport(LOG,
 				(errmsg("grelout relay %d made " UINT64_FORMAT " messages claimed before the server started due again in database \"%s\"",
-						st->relay, released, st->dbname)));
+						MyRelay.relay, released, MyRelay.dbname)));
 }
 
 /* True while a database cycle runs: a cancel then cancels its statement. */
@@ -288,11 +251,11 @@ relay_sigterm(SIGNAL_ARGS)
 }
 
 /*
- * now_ts: the loop's clock, monotonic: a step of the wall clock neither
+ * relay_now: the loop's clock, monotonic: a step of the wall clock neither
  * suspends nor hurries the poll, the retries or the purge.
  */
-static MonoTime
-now_ts(void)
+MonoTime
+relay_now(void)
 {
 	struct timespec ts;
 
@@ -300,18 +263,18 @@ now_ts(void)
 	return (MonoTime) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* ms_after: a time ms milliseconds from now. */
-static MonoTime
-ms_after(int64 ms)
+/* relay_ms_after: a time ms milliseconds from now. */
+MonoTime
+relay_ms_after(int64 ms)
 {
-	return now_ts() + ms * 1000;
+	return relay_now() + ms * 1000;
 }
 
 /* ms_until: milliseconds from now until t, at least 0. */
 static long
 ms_until(MonoTime t)
 {
-	MonoTime	now = now_ts();
+	MonoTime	now = relay_now();
 
 	return (t <= now) ? 0 : (long) ((t - now + 999) / 1000);
 }
@@ -323,362 +286,8 @@ set_activity(RelayState *st, const char *activity)
 	if (strcmp(st->activity, activity) == 0)
 		return;
 	strlcpy(st->activity, activity, sizeof(st->activity));
-	grelout_slot_set_activity(st->slot, activity);
+	grelout_slot_set_activity(MyRelay.slot, activity);
 	pgstat_report_activity(STATE_IDLE, activity);
-}
-
-static bool responded(const HttpRequest *r);
-
-/*
- * add_settle: queue the outcome of a job's attempt for the next database
- * cycle, with the attempt's HTTP status and duration.
- */
-static void
-add_settle(RelayState *st, const WebhookJob *job, SettleState state,
-		   int64 delay_ms, const char *error)
-{
-	MemoryContext old = MemoryContextSwitchTo(st->settle_cxt);
-	SettleItem *it;
-
-	if (st->nsettles >= st->settles_cap)
-	{
-		st->settles_cap = Max(64, st->settles_cap * 2);
-		st->settles = st->settles ?
-			repalloc(st->settles, sizeof(SettleItem) * st->settles_cap) :
-			palloc(sizeof(SettleItem) * st->settles_cap);
-	}
-	it = &st->settles[st->nsettles++];
-	memcpy(&it->id, &job->id, sizeof(pg_uuid_t));
-	it->lease = job->lease;
-	it->state = state;
-	it->delay_ms = delay_ms;
-	it->error = error ? pstrdup(error) : NULL;
-	it->fanout = job->fanout;
-	it->handler = job->handler ? pstrdup(job->handler) : NULL;
-	it->status = responded(&job->req) ? (int) job->req.status : 0;
-	it->topic = (state == SETTLE_DEAD && job->topic) ? pstrdup(job->topic) : NULL;
-	it->attempts = job->attempts;
-	it->duration_ms = -1;
-	if (job->started_us > 0)
-		it->duration_ms = (int) Min((now_ts() - job->started_us) / 1000, PG_INT32_MAX);
-	MemoryContextSwitchTo(old);
-
-	if (state == SETTLE_DELIVERED)
-		st->count_delivered++;
-	else if (state == SETTLE_RETRY)
-		st->count_retried++;
-	else if (state == SETTLE_DEAD)
-		st->count_dead++;
-}
-
-/*
- * forget_settles: empty the queue, with the error strings it holds
- * (keeping the array but not the strings leaked one string per failed
- * attempt).
- */
-static void
-forget_settles(RelayState *st)
-{
-	st->nsettles = 0;
-	st->count_delivered = st->count_retried = st->count_dead = 0;
-	MemoryContextReset(st->settle_cxt);
-	st->settles = NULL;
-	st->settles_cap = 0;
-	st->health_writes = NIL;
-}
-
-/*
- * named_handler: the handler's name when the log should give it: under 1.1,
- * when it is not the topic (as 1.0 named every handler by its topic).
- */
-static const char *
-named_handler(const char *handler, const char *topic)
-{
-	return (handler && strcmp(handler, topic) != 0) ? handler : NULL;
-}
-
-/* log_dead: the WARNING of a dead-lettered delivery. */
-static void
-log_dead(const char *id, const char *topic, const char *handler, int attempt,
-		 const char *error)
-{
-	if (named_handler(handler, topic))
-		ereport(WARNING,
-				(errmsg("grelout message %s of topic \"%s\" for handler \"%s\" is dead after attempt %d",
-						id, topic, handler, attempt),
-				 errdetail("%s", error),
-				 errhint("Fix the endpoint, then call outbox_redrive().")));
-	else
-		ereport(WARNING,
-				(errmsg("grelout message %s of topic \"%s\" is dead after attempt %d",
-						id, topic, attempt),
-				 errdetail("%s", error),
-				 errhint("Fix the endpoint, then call outbox_redrive().")));
-}
-
-/* responded: did a status line arrive (a cut body still counts)? */
-static bool
-responded(const HttpRequest *r)
-{
-	return (r->result == CURLE_OK ||
-			(r->result == CURLE_WRITE_ERROR && r->body_cut)) &&
-		r->status >= 100;
-}
-
-/* describe_failure: last_error of a failed attempt, printable ASCII. */
-static void
-describe_failure(const HttpRequest *r, char *errbuf, size_t len)
-{
-	if (responded(r))
-	{
-		char		body[201];
-
-		outcome_sanitize(r->body_start, r->body_start_len, body, sizeof(body));
-		snprintf(errbuf, len, "HTTP %ld%s%s%s", r->status,
-				 (r->status >= 300 && r->status < 400) ? " (redirects are not followed)" : "",
-				 body[0] ? ": " : "", body);
-	}
-	else
-	{
-		char		raw[GRELOUT_LAST_ERROR_MAX];
-
-		http_request_describe_error(r, raw, sizeof(raw));
-		outcome_sanitize(raw, strlen(raw), errbuf, len);
-	}
-}
-
-/* decide: the outcome of a finished request under the current settings. */
-static Outcome
-decide(const WebhookJob *job)
-{
-	const HttpRequest *r = &job->req;
-	OutcomeInput in;
-
-	memset(&in, 0, sizeof(in));
-	in.responded = responded(r);
-	in.status = r->status;
-	in.has_retry_after = r->has_retry_after;
-	in.retry_after_ms = r->retry_after_ms;
-	in.attempts = job->attempts;
-	in.max_attempts = job->max_attempts;
-	in.dead_letter = grelout_dead_letter;
-	in.retry_base_ms = grelout_retry_base;
-	in.retry_max_ms = grelout_retry_max;
-	in.retry_jitter = grelout_retry_jitter;
-	in.draw = pg_prng_double(&pg_global_prng_state);
-	return outcome_decide(&in);
-}
-
-/* static state for the exit callback (one relay a process) */
-static RelayState *exiting_relay = NULL;
-
-/*
- * local_handler: the relay's record of a handler, made on first sight with
- * its shared health entry.
- */
-static LocalHandler *
-local_handler(RelayState *st, const char *name)
-{
-	char		key[GRELOUT_HANDLER_NAME_MAX + 1];
-	LocalHandler *lh;
-	bool		found;
-
-	memset(key, 0, sizeof(key));
-	strlcpy(key, name, sizeof(key));
-	lh = hash_search(st->handlers, key, HASH_ENTER, &found);
-	if (!found)
-	{
-		memset((char *) lh + sizeof(lh->name), 0, sizeof(LocalHandler) - sizeof(lh->name));
-		lh->entry = health_entry(MyDatabaseId, key, true);
-	}
-	return lh;
-}
-
-/*
- * job_started: count a started request in its handler's in flight, here
- * and over all relays (unless its claim reserved it there already).
- */
-static void
-job_started(WebhookJob *job)
-{
-	LocalHandler *lh = job->local;
-
-	if (lh == NULL)
-		return;
-	budget_started(&lh->budget);
-	if (lh->entry != NULL)
-	{
-		if (!job->counted)
-			health_add_in_flight(lh->entry, 1);
-		job->counted = true;
-		lh->counted++;
-	}
-}
-
-/*
- * job_finished: a request is over; not in flight any more.  An answer
- * opens its handler's window, no answer halves it.
- */
-static void
-job_finished(WebhookJob *job)
-{
-	LocalHandler *lh = job->local;
-
-	if (lh == NULL)
-		return;
-	budget_finished(&lh->budget, responded(&job->req), grelout_concurrency,
-					now_ts());
-	if (job->counted && lh->entry != NULL)
-	{
-		health_add_in_flight(lh->entry, -1);
-		lh->counted = Max(lh->counted - 1, 0);
-		job->counted = false;
-	}
-}
-
-/*
- * queue_health_write: a breaker transition to store, with its event, in
- * the next cycle (kept, like the outcomes, until a cycle commits it).
- */
-static void
-queue_health_write(RelayState *st, const HealthWrite *w)
-{
-	MemoryContext old = MemoryContextSwitchTo(st->settle_cxt);
-	HealthWrite *copy = palloc(sizeof(HealthWrite));
-
-	memcpy(copy, w, sizeof(HealthWrite));
-	st->health_writes = lappend(st->health_writes, copy);
-	MemoryContextSwitchTo(old);
-}
-
-/*
- * judge_health: what the finished request tells its handler's breaker
- * (1.1).  Only what outcome_health calls the endpoint's fault counts
- * (1.2): a 4xx that a message can provoke fails that delivery alone, and
- * is never held.  Logs the breaker's opening (WARNING) and closing (LOG),
- * queues the transitions to store; returns whether the delivery is to be
- * held: handed back with its attempt, because the breaker, not the
- * message, failed it (a failed probe, or a request in flight when it
- * opened).
- */
-static bool
-judge_health(RelayState *st, WebhookJob *job, const char *error)
-{
-	const HttpRequest *r = &job->req;
-	LocalHandler *lh = job->local;
-	HealthOutcome kind;
-	HealthTransition t;
-	HealthWrite w;
-	bool		hold;
-	int64		pause_ms = 0;
-
-	if (lh == NULL || lh->entry == NULL || st->schema != STORE_SCHEMA_1_1)
-		return false;
-	switch (outcome_health(responded(r), r->status, r->has_retry_after))
-	{
-		case OUTCOME_HEALTH_SUCCESS:
-			kind = HEALTH_SUCCESS;
-			break;
-		case OUTCOME_HEALTH_PAUSE:
-			kind = HEALTH_NEUTRAL;
-			pause_ms = Min(Max(r->retry_after_ms, 0), (int64) grelout_retry_max);
-			break;
-		case OUTCOME_HEALTH_MESSAGE:
-			kind = HEALTH_MESSAGE;
-			break;
-		case OUTCOME_HEALTH_FAILURE:
-		default:
-			kind = HEALTH_FAILURE;
-			break;
-	}
-	t = health_outcome(lh->entry, kind, job->probe, pause_ms, error,
-					   GetCurrentTimestamp(), &hold, &w);
-	if (t == HEALTH_OPENED)
-		ereport(WARNING,
-				(errmsg("grelout handler \"%s\" breaker opened after %d consecutive failures",
-						job->handler, w.consecutive_failures),
-				 errdetail("%s", error ? error : ""),
-				 errhint("Nothing is sent to it for %.1f s, then one probe; its messages wait without using attempts.",
-						 w.cooldown_ms / 1000.0)));
-	else if (t == HEALTH_CLOSED)
-		ereport(LOG,
-				(errmsg("grelout handler \"%s\" breaker closed", job->handler)));
-	if (t != HEALTH_NONE)
-		queue_health_write(st, &w);
-	return hold;
-}
-
-/*
- * finish_job: turn a finished request into an outcome, tell its handler's
- * health, log retries and dead letters, and queue the settle.
- */
-static void
-finish_job(RelayState *st, WebhookJob *job)
-{
-	Outcome		o = decide(job);
-	char		errbuf[GRELOUT_LAST_ERROR_MAX];
-	bool		hold;
-
-	job_finished(job);
-	if (o.kind == OUTCOME_DELIVERED)
-	{
-		(void) judge_health(st, job, NULL);
-		add_settle(st, job, SETTLE_DELIVERED, 0, NULL);
-		webhook_free(job);
-		return;
-	}
-
-	describe_failure(&job->req, errbuf, sizeof(errbuf));
-	grelout_slot_error(st->slot, errbuf);
-	hold = judge_health(st, job, errbuf);
-
-	/*
-	 * Never a 410 (the receiver's word about the message: dead, breaker or
-	 * not) nor any 4xx a message can cause: those are not the breaker's.
-	 */
-	if (hold)
-	{
-		ereport(DEBUG1,
-				(errmsg("grelout message %s for handler \"%s\" is held by the handler's open breaker",
-						job->id_str, job->handler),
-				 errdetail("%s", errbuf)));
-		add_settle(st, job, SETTLE_HOLD, 0, errbuf);
-		webhook_free(job);
-		return;
-	}
-	if (o.kind == OUTCOME_DEAD)
-	{
-		log_dead(job->id_str, job->topic, job->handler, job->attempts, errbuf);
-		add_settle(st, job, SETTLE_DEAD, 0, errbuf);
-		webhook_free(job);
-		return;
-	}
-	if (named_handler(job->handler, job->topic))
-		ereport(WARNING,
-				(errmsg("grelout message %s of topic \"%s\" for handler \"%s\" failed on attempt %d, retrying in %.1f s",
-						job->id_str, job->topic, job->handler, job->attempts,
-						o.delay_ms / 1000.0),
-				 errdetail("%s", errbuf)));
-	else
-		ereport(WARNING,
-				(errmsg("grelout message %s of topic \"%s\" failed on attempt %d, retrying in %.1f s",
-						job->id_str, job->topic, job->attempts, o.delay_ms / 1000.0),
-				 errdetail("%s", errbuf)));
-	add_settle(st, job, SETTLE_RETRY, o.delay_ms, errbuf);
-	webhook_free(job);
-}
-
-/* drop_unstarted: forget jobs whose claim did not commit. */
-static void
-drop_unstarted(RelayState *st)
-{
-	while (st->to_start)
-	{
-		WebhookJob *job = st->to_start;
-
-		st->to_start = job->next;
-		webhook_free(job);
-	}
 }
 
 /* A lapsed claim the claim dead-lettered, to log once the claim commits. */
@@ -707,7 +316,7 @@ claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc,
 
 	if (!DatumGetBool(SPI_getbinval(tup, desc, CLAIM_EXHAUSTED, &isnull)))
 		return false;
-	old = MemoryContextSwitchTo(st->loop_cxt);
+	old = MemoryContextSwitchTo(RelayLoopContext);
 	cd = palloc(sizeof(ClaimDead));
 	cd->id = SPI_getvalue(tup, desc, CLAIM_ID);
 	cd->topic = webhook_text_column(tup, desc, CLAIM_TOPIC);
@@ -728,237 +337,22 @@ claimed_exhausted(RelayState *st, HeapTuple tup, TupleDesc desc,
 }
 
 /* claim_dead_report: the claim committed: log and count its dead letters. */
-static void
+static int
 claim_dead_report(RelayState *st)
 {
 	ListCell   *lc;
+	int			n = 0;
 
 	foreach(lc, st->claim_dead)
 	{
 		ClaimDead  *cd = lfirst(lc);
 
-		log_dead(cd->id, cd->topic, cd->handler, cd->attempts,
+		jobs_log_dead(cd->id, cd->topic, cd->handler, cd->attempts,
 				 cd->error ? cd->error : "no attempts left");
-		st->count_dead++;
+		n++;
 	}
 	st->claim_dead = NIL;
-}
-
-/* queue_job: build a claimed row's request, to start once the claim commits. */
-static void
-queue_job(RelayState *st, HeapTuple tup, TupleDesc desc, int64 lease)
-{
-	WebhookJob *job = webhook_build(st->jobs_cxt, tup, desc, lease);
-
-	if (job->handler != NULL && st->schema == STORE_SCHEMA_1_1)
-	{
-		job->local = local_handler(st, job->handler);
-		job->local->budget.claimed++;
-	}
-	job->next = st->to_start;
-	st->to_start = job;
-}
-
-/*
- * list_handler: limit a handler to lim deliveries in the current claim.
- */
-static void
-list_handler(RelayState *st, LocalHandler *lh, int lim)
-{
-	if (budget_limit(&lh->budget, lim))
-	{
-		MemoryContext old = MemoryContextSwitchTo(st->loop_cxt);
-
-		st->planned = lappend(st->planned, lh);
-		MemoryContextSwitchTo(old);
-	}
-}
-
-/*
- * plan_remaining: the limits of the handlers listed in the claim plan, less
- * what this cycle's statements have claimed of them so far, for the next
- * statement of the cycle (routing and the claim both take deliveries).
- */
-static void
-plan_remaining(RelayState *st, ClaimLimits *cl)
-{
-	ListCell   *lc;
-	int		   *lims;
-	int			n = 0;
-
-	if (st->schema != STORE_SCHEMA_1_1)
-		return;
-	lims = palloc(sizeof(int) * Max(list_length(st->planned), 1));
-	foreach(lc, st->planned)
-	{
-		LocalHandler *lh = lfirst(lc);
-
-		lims[n++] = budget_remaining(&lh->budget);
-	}
-	cl->lims = store_int_array(lims, n);
-}
-
-/*
- * plan_claim: how many deliveries of each handler the cycle's routing and
- * claim may take (1.1), into *cl.
- *
- *	- Fair share: a handler busy here (requests in flight, or a moment ago)
- *	  gets at most concurrency / (busy handlers) in flight, bounded by its
- *	  window while others are busy too (share_slots), and a handler not
- *	  busy beside busy ones at most its window; the claim hands out the
- *	  free slots round robin over the handlers with due work.  When
- *	  no slot is free (extra), a handler with nothing in flight here still
- *	  gets one request, so a bad endpoint holding every slot delays nobody
- *	  (in flight stays at most concurrency plus one per such handler,
- *	  never above twice it).
- *	- Breaker and pause (health_gate): nothing while open or paused, one
- *	  probe when its time has come.
- *	- Caps (health_reserve): max_in_flight over all relays and
- *	  max_per_second, reserved in shared memory before the claim and given
- *	  back after it (plan_finish) as far as unused.
- */
-static void
-plan_claim(RelayState *st, int limit, bool extra, ClaimLimits *cl)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	HASH_SEQ_STATUS seq;
-	LocalHandler *lh;
-	BudgetHandler **all;
-	BudgetClaim bc;
-	int			n = 0;
-	List	   *names = NIL;
-	List	   *caps;
-	List	   *gated;
-	ListCell   *lc;
-
-	st->planned = NIL;
-	st->health_wake_at = 0;
-
-	hash_seq_init(&seq, st->handlers);
-	while ((lh = hash_seq_search(&seq)) != NULL)
-	{
-		budget_reset(&lh->budget);
-		lh->reserved = lh->tokens = 0;
-		lh->probe = false;
-	}
-	gated = health_restricted(MyDatabaseId, now);
-	foreach(lc, gated)
-		local_handler(st, (char *) lfirst(lc))->budget.gated = true;
-
-	/* the fair share of the busy handlers, and what each of them wants */
-	all = palloc(sizeof(BudgetHandler *) * Max(hash_get_num_entries(st->handlers), 1));
-	hash_seq_init(&seq, st->handlers);
-	while ((lh = hash_seq_search(&seq)) != NULL)
-		all[n++] = &lh->budget;
-	bc.concurrency = grelout_concurrency;
-	bc.limit = limit;
-	bc.extra = extra;
-	bc.now = now_ts();
-	budget_share_out(&bc, all, n);
-
-	/* breakers not closed, and pauses */
-	foreach(lc, gated)
-	{
-		TimestampTz wake = 0;
-		bool		probe;
-		int			got;
-
-		lh = local_handler(st, (char *) lfirst(lc));
-		if (lh->entry == NULL)
-			continue;
-		got = health_gate(lh->entry, lh->budget.want, now, &probe, &wake);
-		lh->probe = probe;
-		list_handler(st, lh, got);
-		st->health_wake_at = budget_earliest(st->health_wake_at, wake);
-	}
-
-	/* caps over all relays */
-	caps = store_handler_caps(grelout_max_in_flight);
-	foreach(lc, caps)
-	{
-		HandlerCaps *c = lfirst(lc);
-		int			want;
-
-		lh = local_handler(st, c->name);
-		if (lh->entry == NULL)
-			continue;
-		want = budget_asked(&lh->budget);
-		lh->reserved = health_reserve(lh->entry, want, c->max_in_flight,
-									  c->max_per_second, now);
-		lh->tokens = (c->max_per_second > 0) ? lh->reserved : 0;
-		list_handler(st, lh, lh->reserved);
-		if (c->max_per_second > 0 && lh->reserved < want)
-			st->health_wake_at =
-				budget_earliest(st->health_wake_at,
-								budget_next_token_at(now, c->max_per_second));
-	}
-
-	/*
-	 * The fair share of the others; a handler this relay has not seen yet
-	 * gets what a new one beside the busy ones gets.
-	 */
-	cl->default_lim = bc.default_limit;
-	hash_seq_init(&seq, st->handlers);
-	while ((lh = hash_seq_search(&seq)) != NULL)
-	{
-		if (budget_needs_limit(&lh->budget, &bc))
-			list_handler(st, lh, lh->budget.want);
-	}
-
-	foreach(lc, st->planned)
-		names = lappend(names, ((LocalHandler *) lfirst(lc))->name);
-	cl->names = store_text_array(names);
-	plan_remaining(st, cl);
-}
-
-/*
- * plan_finish: after the cycle, give back what the claim reserved and did
- * not use, and mark the claimed jobs: counted in flight by their
- * reservation, the breaker's probe.  When the cycle failed nothing was
- * claimed (its jobs are dropped): everything goes back.
- */
-static void
-plan_finish(RelayState *st, bool committed)
-{
-	ListCell   *lc;
-
-	if (committed)
-	{
-		for (WebhookJob *job = st->to_start; job; job = job->next)
-		{
-			LocalHandler *lh = job->local;
-
-			if (lh == NULL || !lh->budget.limited)
-				continue;
-			if (lh->reserved > 0)
-			{
-				lh->reserved--;
-				if (lh->tokens > 0)
-					lh->tokens--;
-				job->counted = true;
-			}
-			if (lh->probe)
-			{
-				job->probe = true;
-				lh->probe = false;
-			}
-		}
-	}
-	foreach(lc, st->planned)
-	{
-		LocalHandler *lh = lfirst(lc);
-
-		if (lh->entry == NULL)
-			continue;
-		if (lh->reserved > 0)
-			health_unreserve(lh->entry, lh->reserved, lh->tokens);
-		if (lh->probe)
-			health_release_probe(lh->entry);
-		lh->reserved = lh->tokens = 0;
-		lh->probe = false;
-		lh->budget.limited = false;
-	}
-	st->planned = NIL;
+	return n;
 }
 
 /*
@@ -977,7 +371,7 @@ plan_finish(RelayState *st, bool committed)
 static bool
 flush_if_ordered(RelayState *st)
 {
-	if (!st->keyed_claimed || st->schema != STORE_SCHEMA_1_1)
+	if (!st->keyed_claimed || relay_schema != STORE_SCHEMA_1_1)
 		return false;
 	return store_any_ordered_handler();
 }
@@ -1001,12 +395,12 @@ route_step(RelayState *st, int limit, int claim_limit, int64 lease,
 	uint64		routed;
 	SPITupleTable *tt;
 
-	tt = store_route(st->schema, limit, claim_limit,
+	tt = store_route(relay_schema, limit, claim_limit,
 					 Min(grelout_batch_size, grelout_concurrency),
 					 grelout_lease_duration, lease, cl, &nrows, &routed, cut,
 					 blocked);
 	for (uint64 i = 0; i < nrows; i++)
-		queue_job(st, tt->vals[i], tt->tupdesc, lease);
+		jobs_queue(tt->vals[i], tt->tupdesc, lease);
 	*full = (routed >= (uint64) limit);
 	return (int) nrows;
 }
@@ -1024,9 +418,9 @@ claim_rows(RelayState *st, int limit, int64 lease, const ClaimLimits *cl,
 	uint64		nrows;
 	SPITupleTable *tt;
 
-	tt = store_claim(st->schema, limit, grelout_lease_duration, lease,
+	tt = store_claim(relay_schema, limit, grelout_lease_duration, lease,
 					 grelout_max_attempts, grelout_dead_letter, cl, &nrows);
-	st->claim_overdue_at = ms_after(CLAIM_AT_LEAST_MS);
+	st->claim_overdue_at = relay_ms_after(CLAIM_AT_LEAST_MS);
 	for (uint64 i = 0; i < nrows; i++)
 	{
 		bool		isnull;
@@ -1036,34 +430,9 @@ claim_rows(RelayState *st, int limit, int64 lease, const ClaimLimits *cl,
 		(void) SPI_getbinval(tt->vals[i], tt->tupdesc, CLAIM_KEY, &isnull);
 		if (!isnull)
 			st->keyed_claimed = true;
-		queue_job(st, tt->vals[i], tt->tupdesc, lease);
+		jobs_queue(tt->vals[i], tt->tupdesc, lease);
 	}
 	return nrows;
-}
-
-/*
- * dead_event: publish grelout.delivery.dead about a delivery that went dead
- * (none about an event's own delivery).
- */
-static void
-dead_event(RelayState *st, const char *id, const char *topic,
-		   const char *handler, int attempts, const char *error)
-{
-	StringInfoData extra;
-
-	if (topic == NULL || handler == NULL || strncmp(topic, "grelout.", 8) == 0)
-		return;
-	initStringInfo(&extra);
-	appendStringInfoString(&extra, "\"message_id\": ");
-	escape_json(&extra, id);
-	appendStringInfoString(&extra, ", \"topic\": ");
-	escape_json(&extra, topic);
-	appendStringInfoString(&extra, ", \"error\": ");
-	escape_json(&extra, error ? error : "");
-	appendStringInfo(&extra, ", \"attempts\": %d", attempts);
-	if (health_publish_event("grelout.delivery.dead", handler,
-							 health_event_json(handler, extra.data)))
-		st->events_published = true;
 }
 
 /* publish_claim_dead: the events of the deliveries the claim dead-lettered. */
@@ -1072,14 +441,15 @@ publish_claim_dead(RelayState *st)
 {
 	ListCell   *lc;
 
-	if (st->schema != STORE_SCHEMA_1_1)
+	if (relay_schema != STORE_SCHEMA_1_1)
 		return;
 	foreach(lc, st->claim_dead)
 	{
 		ClaimDead  *cd = lfirst(lc);
 
-		dead_event(st, cd->id, cd->topic, cd->handler, cd->attempts,
-				   cd->error ? cd->error : "no attempts left");
+		if (jobs_publish_dead(cd->id, cd->topic, cd->handler, cd->attempts,
+							  cd->error ? cd->error : "no attempts left"))
+			st->events_published = true;
 	}
 }
 
@@ -1099,47 +469,8 @@ health_step(RelayState *st)
 		store_load_health(MyDatabaseId);
 		st->health_loaded = true;
 	}
-	foreach(lc, st->health_writes)
-	{
-		HealthWrite *w = lfirst(lc);
-
-		health_store(w);
-		if (w->event != NULL)
-		{
-			StringInfoData extra;
-
-			initStringInfo(&extra);
-			if (w->breaker == BREAKER_OPEN)
-			{
-				appendStringInfo(&extra, "\"consecutive_failures\": %d, \"error\": ",
-								 w->consecutive_failures);
-				escape_json(&extra, w->last_error);
-				appendStringInfoString(&extra, ", \"probe_at\": ");
-				escape_json(&extra, timestamptz_to_str(w->probe_at));
-			}
-			else
-			{
-				appendStringInfoString(&extra, "\"opened_at\": ");
-				if (w->opened_at)
-					escape_json(&extra, timestamptz_to_str(w->opened_at));
-				else
-					appendStringInfoString(&extra, "null");
-			}
-			if (health_publish_event(w->event, w->name,
-									 health_event_json(w->name, extra.data)))
-				st->events_published = true;
-		}
-	}
-	for (int i = 0; i < st->nsettles; i++)
-	{
-		SettleItem *it = &st->settles[i];
-		char	   *id;
-
-		if (it->state != SETTLE_DEAD)
-			continue;
-		id = DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&it->id)));
-		dead_event(st, id, it->topic, it->handler, it->attempts, it->error);
-	}
+	if (jobs_write_health())
+		st->events_published = true;
 	st->disabled = NIL;
 	foreach(lc, health_disable_due(MyDatabaseId, GetCurrentTimestamp()))
 	{
@@ -1147,7 +478,7 @@ health_step(RelayState *st)
 
 		if (store_disable_handler(name))
 		{
-			MemoryContext old = MemoryContextSwitchTo(st->loop_cxt);
+			MemoryContext old = MemoryContextSwitchTo(RelayLoopContext);
 
 			st->events_published = true;
 			st->disabled = lappend(st->disabled, pstrdup(name));
@@ -1168,7 +499,7 @@ static bool
 route_ahead(RelayState *st)
 {
 	return st->woken || st->ahead_useful ||
-		now_ts() - st->last_finish_at >= STUCK_AFTER_MS * INT64CONST(1000);
+		relay_now() - jobs_last_finish() >= STUCK_AFTER_MS * INT64CONST(1000);
 }
 
 /*
@@ -1182,14 +513,14 @@ route_ahead(RelayState *st)
 static MonoTime
 next_due(RelayState *st)
 {
-	MonoTime	now = now_ts();
+	MonoTime	now = relay_now();
 	MonoTime	due;
 
 	if (st->next_due_read_at == 0 ||
 		now - st->next_due_read_at >= NEXT_DUE_EVERY_MS * INT64CONST(1000) ||
 		(st->next_due_at > 0 && st->next_due_at <= now))
 	{
-		int64		ms = store_next_due_ms(st->schema);
+		int64		ms = store_next_due_ms(relay_schema);
 
 		st->next_due_read_at = now;
 		st->next_due_at = (ms >= 0) ? now + ms * 1000 : 0;
@@ -1198,14 +529,7 @@ next_due(RelayState *st)
 	due = st->next_due_read_at + NEXT_DUE_EVERY_MS * INT64CONST(1000);
 	if (st->next_due_at > 0 && st->next_due_at < due)
 		due = st->next_due_at;
-	for (int i = 0; i < st->nsettles; i++)
-	{
-		const SettleItem *it = &st->settles[i];
-
-		if (it->state == SETTLE_RETRY && now + it->delay_ms * 1000 < due)
-			due = now + it->delay_ms * 1000;
-	}
-	return due;
+	return jobs_earliest_retry(now, due);
 }
 
 /*
@@ -1238,15 +562,15 @@ claim_step(RelayState *st, int limit, bool extra)
 
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	if (st->schema == STORE_SCHEMA_1_1)
-		plan_claim(st, limit, extra, &cl);
+	if (relay_schema == STORE_SCHEMA_1_1)
+		claim_budget_make(limit, extra, &cl);
 	else
 	{
 		cl.default_lim = limit;
 		cl.names = store_text_array(NIL);
 		cl.lims = store_int_array(NULL, 0);
 	}
-	if (now_ts() >= st->claim_overdue_at && st->schema == STORE_SCHEMA_1_1 &&
+	if (relay_now() >= st->claim_overdue_at && relay_schema == STORE_SCHEMA_1_1 &&
 		store_any_ordered_handler())
 		nrows = claim_rows(st, budget_ordered_first(limit), lease, &cl,
 						   &fanout_dead);
@@ -1263,14 +587,14 @@ claim_step(RelayState *st, int limit, bool extra)
 	routed_full = routed_cut = route_blocked = false;
 	if (ahead)
 	{
-		plan_remaining(st, &cl);
+		claim_budget_left(&cl);
 		claimed += route_step(st, extra ? grelout_batch_size : limit,
 							  extra ? 0 : limit - claimed, lease, &cl,
 							  &routed_full, &routed_cut, &route_blocked);
 	}
 	if (claimed < limit && !routed_cut && nrows == 0)
 	{
-		plan_remaining(st, &cl);
+		claim_budget_left(&cl);
 		claimed += (int) claim_rows(st, limit - claimed, lease, &cl, &fanout_dead);
 	}
 	if (extra)
@@ -1287,7 +611,7 @@ claim_step(RelayState *st, int limit, bool extra)
 	 * finish: their settle's cycle claims again.
 	 */
 	st->claim_wanted = !routed_cut && (routed_full || claimed >= limit);
-	st->next_claim_at = ms_after(grelout_poll_interval);
+	st->next_claim_at = relay_ms_after(grelout_poll_interval);
 	if (!st->claim_wanted && !routed_cut)
 	{
 		MonoTime	due = next_due(st);
@@ -1298,16 +622,16 @@ claim_step(RelayState *st, int limit, bool extra)
 	/* the slots may get stuck: then come back to route ahead */
 	if (extra && !ahead)
 		st->next_claim_at = Min(st->next_claim_at,
-								st->last_finish_at + STUCK_AFTER_MS * INT64CONST(1000));
+								jobs_last_finish() + STUCK_AFTER_MS * INT64CONST(1000));
 	/* new messages wait for a handler change to commit: come back soon */
 	if (route_blocked)
-		st->next_claim_at = Min(st->next_claim_at, ms_after(ROUTE_RETRY_MS));
+		st->next_claim_at = Min(st->next_claim_at, relay_ms_after(ROUTE_RETRY_MS));
 	/* a breaker's probe time, a pause's end, a rate's next token */
-	if (st->health_wake_at > 0)
+	if (claim_budget_wake_at() > 0)
 	{
-		long		ms = (long) Max((st->health_wake_at - GetCurrentTimestamp() + 999) / 1000, 0);
+		long		ms = (long) Max((claim_budget_wake_at() - GetCurrentTimestamp() + 999) / 1000, 0);
 
-		st->next_claim_at = Min(st->next_claim_at, ms_after(ms));
+		st->next_claim_at = Min(st->next_claim_at, relay_ms_after(ms));
 	}
 }
 
@@ -1317,10 +641,10 @@ purge_step(RelayState *st)
 {
 	uint64		n;
 
-	if (grelout_keep_mode != GRELOUT_KEEP_WINDOW || now_ts() < st->next_purge_at)
+	if (grelout_keep_mode != GRELOUT_KEEP_WINDOW || relay_now() < st->next_purge_at)
 		return;
-	n = store_purge_delivered(st->schema, grelout_keep_window_ms, PURGE_BATCH);
-	st->next_purge_at = (n >= PURGE_BATCH) ? 0 : ms_after(PURGE_IDLE_MS);
+	n = store_purge_delivered(relay_schema, grelout_keep_window_ms, PURGE_BATCH);
+	st->next_purge_at = (n >= PURGE_BATCH) ? 0 : relay_ms_after(PURGE_IDLE_MS);
 }
 
 /*
@@ -1333,18 +657,16 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 	int			free_slots;
 	bool		extra;
 
-	st->schema = store_schema();
-	if (st->schema == STORE_SCHEMA_NONE)
+	relay_schema = store_schema();
+	if (relay_schema == STORE_SCHEMA_NONE)
 	{
 		/* DROP EXTENSION: what was in flight has no row to settle */
-		forget_settles(st);
+		jobs_forget_settles();
 		return false;
 	}
 	store_lock_outbox();
-	if (st->nsettles > 0)
-		store_settle(st->schema, st->settles, st->nsettles,
-					 grelout_keep_mode != GRELOUT_KEEP_OFF);
-	if (st->schema == STORE_SCHEMA_1_1)
+	jobs_write_settles();
+	if (relay_schema == STORE_SCHEMA_1_1)
 		health_step(st);
 
 	/*
@@ -1353,17 +675,17 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 	 * concurrency in all (budget_free_slots).
 	 */
 	free_slots = budget_free_slots(grelout_concurrency,
-								   http_engine_running(st->engine),
-								   st->schema == STORE_SCHEMA_1_1, &extra);
+								   jobs_running(),
+								   relay_schema == STORE_SCHEMA_1_1, &extra);
 	if (claim && free_slots > 0)
 	{
-		if (may_claim_after_restart(st->schema, released))
+		if (may_claim_after_restart(relay_schema, released))
 			claim_step(st, Min(grelout_batch_size, free_slots), extra);
 		else
 		{
 			/* another relay is releasing the old leases: come back soon */
 			st->claim_wanted = false;
-			st->next_claim_at = ms_after(100);
+			st->next_claim_at = relay_ms_after(100);
 		}
 	}
 	purge_step(st);
@@ -1378,10 +700,10 @@ cycle_steps(RelayState *st, bool claim, uint64 *released)
 static void
 leave_without_extension(RelayState *st)
 {
-	grelout_slot_extension(st->slot, false);
+	grelout_slot_extension(MyRelay.slot, false);
 	ereport(st->extension_reported ? LOG : DEBUG1,
 			(errmsg("grelout relay %d leaves database \"%s\", which has no grelout extension",
-					st->relay, st->dbname)));
+					MyRelay.relay, MyRelay.dbname)));
 	proc_exit(0);
 }
 
@@ -1397,7 +719,7 @@ note_extension(RelayState *st, bool ready)
 		leave_without_extension(st);
 	if (ready && !st->extension_reported)
 	{
-		grelout_slot_extension(st->slot, true);
+		grelout_slot_extension(MyRelay.slot, true);
 		st->extension_reported = true;
 	}
 	if (ready != st->extension_ready)
@@ -1405,14 +727,14 @@ note_extension(RelayState *st, bool ready)
 		ereport(LOG,
 				(errmsg(ready ? "grelout relay %d found the grelout extension in database \"%s\", delivering" :
 						"grelout relay %d is waiting for CREATE EXTENSION grelout in database \"%s\"",
-						st->relay, st->dbname)));
+						MyRelay.relay, MyRelay.dbname)));
 		st->extension_ready = ready;
 	}
 	if (!ready)
 	{
 		st->claim_wanted = false;
-		st->next_claim_at = ms_after(grelout_poll_interval);
-		st->next_purge_at = ms_after(grelout_poll_interval);
+		st->next_claim_at = relay_ms_after(grelout_poll_interval);
+		st->next_purge_at = relay_ms_after(grelout_poll_interval);
 	}
 }
 
@@ -1430,7 +752,7 @@ report_stats(RelayState *st)
 
 	st->stats_pending = (wait_ms > 0);
 	if (st->stats_pending)
-		st->stats_flush_at = ms_after(wait_ms);
+		st->stats_flush_at = relay_ms_after(wait_ms);
 }
 
 /*
@@ -1459,15 +781,15 @@ health_committed(RelayState *st)
 static void
 cycle_committed(RelayState *st, bool ready, uint64 released)
 {
+	int			claim_dead;
+
 	st->failed_cycles = 0;
 	st->looked = true;
 	lease_recovery_done(st, released);
 	note_extension(st, ready);
-	claim_dead_report(st);
+	claim_dead = claim_dead_report(st);
 	health_committed(st);
-	grelout_slot_count(st->slot, st->count_delivered, st->count_retried,
-					   st->count_dead, http_engine_running(st->engine));
-	forget_settles(st);
+	jobs_settles_committed(claim_dead);
 	report_stats(st);
 }
 
@@ -1495,7 +817,7 @@ cycle_failed(RelayState *st)
 	int64		pause = ERROR_BACKOFF_MS;
 	ErrorData  *edata;
 
-	MemoryContextSwitchTo(st->loop_cxt);
+	MemoryContextSwitchTo(RelayLoopContext);
 	edata = CopyErrorData();
 
 	/*
@@ -1507,10 +829,10 @@ cycle_failed(RelayState *st)
 	FreeErrorData(edata);
 	FlushErrorState();
 	AbortCurrentTransaction();
-	MemoryContextSwitchTo(st->loop_cxt);
+	MemoryContextSwitchTo(RelayLoopContext);
 	pgstat_report_activity(STATE_IDLE, st->activity);
 	abandon_lease_recovery(0, 0);
-	drop_unstarted(st);
+	jobs_drop_unstarted();
 	st->claim_dead = NIL;
 	foreach_disabled_undo(st);
 	/* the settle counts stay with their queued outcomes */
@@ -1519,7 +841,7 @@ cycle_failed(RelayState *st)
 		pause *= 2;
 	pause = Min(pause, ERROR_BACKOFF_MAX_MS);
 	st->failed_cycles++;
-	st->retry_db_at = ms_after(pause);
+	st->retry_db_at = relay_ms_after(pause);
 	st->next_claim_at = Max(st->next_claim_at, st->retry_db_at);
 	st->next_purge_at = Max(st->next_purge_at, st->retry_db_at);
 	report_stats(st);
@@ -1565,7 +887,7 @@ db_cycle(RelayState *st, bool claim)
 		disable_timeout(STATEMENT_TIMEOUT, false);
 		in_cycle = false;
 		QueryCancelPending = false;
-		MemoryContextSwitchTo(st->loop_cxt);
+		MemoryContextSwitchTo(RelayLoopContext);
 		pgstat_report_activity(STATE_IDLE, st->activity);
 		cycle_committed(st, ready, released);
 		committed = true;
@@ -1579,44 +901,6 @@ db_cycle(RelayState *st, bool claim)
 	}
 	PG_END_TRY();
 	return committed;
-}
-
-/* start_claimed: send the requests whose claim has committed. */
-static void
-start_claimed(RelayState *st)
-{
-	while (st->to_start)
-	{
-		WebhookJob *job = st->to_start;
-
-		st->to_start = job->next;
-		job->started_us = now_ts();
-		job_started(job);
-		if (!http_engine_start(st->engine, &job->req))
-		{
-			job->req.result = CURLE_FAILED_INIT;
-			finish_job(st, job);
-		}
-		else
-			dlist_push_tail(&st->in_flight, &job->in_flight);
-	}
-}
-
-/* collect_finished: decide the outcome of every finished request. */
-static void
-collect_finished(RelayState *st)
-{
-	HttpRequest *req;
-
-	http_engine_perform(st->engine);
-	while ((req = http_engine_next_done(st->engine)) != NULL)
-	{
-		WebhookJob *job = (WebhookJob *) req;
-
-		dlist_delete(&job->in_flight);
-		finish_job(st, job);
-		st->last_finish_at = now_ts();
-	}
 }
 
 /* reload_settings: SIGHUP, and once at start. */
@@ -1636,10 +920,10 @@ may_claim(RelayState *st)
 {
 	/* 1.1: a handler with nothing in flight may get a slot beyond them */
 	int			limit = budget_most_running(grelout_concurrency,
-											st->schema == STORE_SCHEMA_1_1);
+											relay_schema == STORE_SCHEMA_1_1);
 
 	return !st->stopping && grelout_relay_enabled &&
-		http_engine_running(st->engine) < limit;
+		jobs_running() < limit;
 }
 
 /* purge_wanted: is the retention purge on, and the relay not stopping? */
@@ -1653,12 +937,12 @@ purge_wanted(RelayState *st)
 static bool
 db_due(RelayState *st)
 {
-	MonoTime	now = now_ts();
+	MonoTime	now = relay_now();
 
 	if (now < st->retry_db_at)
 		return false;
 	/* the first cycle runs even while paused: it looks for the extension */
-	return !st->looked || st->nsettles > 0 ||
+	return !st->looked || jobs_settles_queued() > 0 ||
 		(may_claim(st) && (st->claim_wanted || now >= st->next_claim_at)) ||
 		(purge_wanted(st) && now >= st->next_purge_at);
 }
@@ -1678,7 +962,7 @@ wait_timeout(RelayState *st)
 	t = http_engine_timeout(st->engine);
 	if (t >= 0)
 		timeout = Min(timeout, t);
-	if (st->nsettles > 0)
+	if (jobs_settles_queued() > 0)
 		timeout = Min(timeout, db_retry);
 	if (may_claim(st))
 	{
@@ -1714,32 +998,11 @@ handle_signals(RelayState *st)
 	if (ShutdownRequestPending && !st->stopping)
 	{
 		st->stopping = true;
-		st->stop_deadline = ms_after(SHUTDOWN_GRACE_MS);
+		st->stop_deadline = relay_ms_after(SHUTDOWN_GRACE_MS);
 		set_activity(st, "stopping");
 	}
-	if (st->stats_pending && now_ts() >= st->stats_flush_at)
+	if (st->stats_pending && relay_now() >= st->stats_flush_at)
 		report_stats(st);
-}
-
-/*
- * release_unfinished: queue the claims whose requests are still in flight
- * as released: pending again, due now, their attempt given back (the
- * endpoint may or may not have received them; they are sent again).
- */
-static int
-release_unfinished(RelayState *st)
-{
-	dlist_iter	iter;
-	int			n = 0;
-
-	dlist_foreach(iter, &st->in_flight)
-	{
-		WebhookJob *job = dlist_container(WebhookJob, in_flight, iter.cur);
-
-		add_settle(st, job, SETTLE_RELEASE, 0, NULL);
-		n++;
-	}
-	return n;
 }
 
 /*
@@ -1756,23 +1019,23 @@ stop_if_done(RelayState *st)
 	bool		settled = true;
 
 	if (!st->stopping ||
-		(http_engine_running(st->engine) > 0 && now_ts() < st->stop_deadline))
+		(jobs_running() > 0 && relay_now() < st->stop_deadline))
 		return;
-	collect_finished(st);
-	unfinished = release_unfinished(st);
-	outcomes = st->nsettles - unfinished;
-	if (st->nsettles > 0)
+	jobs_collect();
+	unfinished = jobs_release_unfinished();
+	outcomes = jobs_settles_queued() - unfinished;
+	if (jobs_settles_queued() > 0)
 		settled = db_cycle(st, false);
 	if (settled)
 		ereport(LOG,
 				(errmsg("grelout relay %d stopping with %d requests unfinished",
-						st->relay, unfinished),
+						MyRelay.relay, unfinished),
 				 unfinished > 0 ?
 				 errdetail("Their messages were handed back with their attempt and are sent again at once.") : 0));
 	else
 		ereport(LOG,
 				(errmsg("grelout relay %d stopping with %d requests unfinished",
-						st->relay, unfinished),
+						MyRelay.relay, unfinished),
 				 errdetail("The last %d outcomes and hand-backs could not be written; their messages are sent again once their lease expires.",
 						   outcomes + unfinished)));
 	proc_exit(1);
@@ -1788,12 +1051,12 @@ show_activity(RelayState *st)
 			set_activity(st, "paused (grelout.relay is off)");
 		else if (!st->extension_ready)
 			set_activity(st, "waiting for CREATE EXTENSION grelout");
-		else if (http_engine_running(st->engine) > 0)
+		else if (jobs_running() > 0)
 			set_activity(st, "delivering");
 		else
 			set_activity(st, "idle");
 	}
-	grelout_slot_count(st->slot, 0, 0, 0, http_engine_running(st->engine));
+	grelout_slot_count(MyRelay.slot, 0, 0, 0, jobs_running());
 }
 
 /* wait_for_work: sleep until a wake-up, a socket, or the next timer. */
@@ -1889,43 +1152,19 @@ pin_session(void)
 static bool
 relay_assignment(RelayState *st)
 {
-	GreloutRelaySlot *slot = st->slot;
+	GreloutRelaySlot *slot = MyRelay.slot;
 	bool		stop;
 
 	SpinLockAcquire(&slot->mutex);
-	st->relay = slot->relay;
-	st->db = &grelout_shared->dbs[slot->db_entry];
+	MyRelay.relay = slot->relay;
+	MyRelay.db = &grelout_shared->dbs[slot->db_entry];
 	stop = slot->stop_requested;
 	SpinLockRelease(&slot->mutex);
 	SpinLockAcquire(&grelout_shared->mutex);
-	strlcpy(st->dbname, st->db->name, sizeof(st->dbname));
+	strlcpy(MyRelay.dbname, MyRelay.db->name, sizeof(MyRelay.dbname));
 	SpinLockRelease(&grelout_shared->mutex);
-	recovery_db = st->db;
+	recovery_db = MyRelay.db;
 	return !stop && !grelout_aside_pending(slot->dboid);
-}
-
-/*
- * release_health: at exit, take this relay's requests and reservations out
- * of its handlers' shared in flight counts, and give back a probe it held
- * (a relay terminated mid-probe must not keep its breaker from probing).
- */
-static void
-release_health(int code, Datum arg)
-{
-	HASH_SEQ_STATUS seq;
-	LocalHandler *lh;
-
-	if (exiting_relay == NULL || exiting_relay->handlers == NULL)
-		return;
-	hash_seq_init(&seq, exiting_relay->handlers);
-	while ((lh = hash_seq_search(&seq)) != NULL)
-	{
-		if (lh->entry == NULL)
-			continue;
-		health_unreserve(lh->entry, lh->counted + lh->reserved, lh->tokens);
-		lh->counted = lh->reserved = lh->tokens = 0;
-		health_release_probe(lh->entry);
-	}
 }
 
 /*
@@ -1940,23 +1179,12 @@ relay_init(RelayState *st)
 	pqsignal(SIGINT, relay_sigint);
 	BackgroundWorkerUnblockSignals();
 
-	st->slot = grelout_slot_attach(st->index);
+	MyRelay.slot = grelout_slot_attach(st->index);
 	if (!relay_assignment(st))
 		proc_exit(0);
 	before_shmem_exit(abandon_lease_recovery, 0);
-	{
-		HASHCTL		info;
-
-		memset(&info, 0, sizeof(info));
-		info.keysize = GRELOUT_HANDLER_NAME_MAX + 1;
-		info.entrysize = sizeof(LocalHandler);
-		info.hcxt = TopMemoryContext;
-		st->handlers = hash_create("grelout relay handlers", 64, &info,
-								   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-		exiting_relay = st;
-		before_shmem_exit(release_health, 0);
-	}
-	BackgroundWorkerInitializeConnectionByOid(st->slot->dboid, st->slot->roleoid, 0);
+	claim_budget_init();
+	BackgroundWorkerInitializeConnectionByOid(MyRelay.slot->dboid, MyRelay.slot->roleoid, 0);
 	pin_session();
 
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -1969,13 +1197,9 @@ relay_init(RelayState *st)
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("could not create the HTTP engine: %m")));
 
-	st->loop_cxt = AllocSetContextCreate(TopMemoryContext, "grelout relay loop",
+	RelayLoopContext = AllocSetContextCreate(TopMemoryContext, "grelout relay loop",
 										 ALLOCSET_DEFAULT_SIZES);
-	st->jobs_cxt = AllocSetContextCreate(TopMemoryContext, "grelout jobs",
-										 ALLOCSET_DEFAULT_SIZES);
-	st->settle_cxt = AllocSetContextCreate(TopMemoryContext, "grelout settles",
-										   ALLOCSET_DEFAULT_SIZES);
-	dlist_init(&st->in_flight);
+	jobs_init(st->engine);
 	st->wes = grelout_create_wait_event_set(3);
 	AddWaitEventToSet(st->wes, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
 	AddWaitEventToSet(st->wes, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
@@ -1988,7 +1212,7 @@ relay_init(RelayState *st)
 	set_activity(st, "idle");
 	ereport(LOG,
 			(errmsg("grelout relay %d started in database \"%s\"",
-					st->relay, st->dbname)));
+					MyRelay.relay, MyRelay.dbname)));
 }
 
 /*
@@ -2005,17 +1229,17 @@ grelout_relay_main(Datum arg)
 
 	for (;;)
 	{
-		MemoryContextSwitchTo(st.loop_cxt);
-		MemoryContextReset(st.loop_cxt);
+		MemoryContextSwitchTo(RelayLoopContext);
+		MemoryContextReset(RelayLoopContext);
 
 		handle_signals(&st);
-		collect_finished(&st);
+		jobs_collect();
 		if (db_due(&st))
 		{
 			bool		committed = db_cycle(&st, may_claim(&st));
 
-			plan_finish(&st, committed);
-			start_claimed(&st);
+			claim_budget_close(jobs_unstarted(), committed);
+			jobs_start_claimed();
 		}
 		stop_if_done(&st);
 		show_activity(&st);
