@@ -36,6 +36,8 @@ OBJS = \
 	src/budget.o \
 	src/claim_budget.o \
 	src/jobs.o \
+	src/claim_step.o \
+	src/cycle.o \
 	src/relay.o \
 	src/launcher.o \
 	src/databases.o

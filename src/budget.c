@@ -15,13 +15,14 @@
  */
 #include "budget.h"
 
-/* min_int, max_int: the smaller and the larger of two ints. */
+/* min_int: the smaller of two ints. */
 static inline int
 min_int(int a, int b)
 {
 	return a < b ? a : b;
 }
 
+/* max_int: the larger of two ints. */
 static inline int
 max_int(int a, int b)
 {
