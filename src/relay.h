@@ -19,7 +19,9 @@
  * The loop (relay.c) calls down: jobs to collect, a cycle when due, jobs to
  * start.  A cycle calls the settle queue (jobs.c) and the claim step, which
  * calls the budget and queues jobs; nothing calls back up into relay.c but
- * for the clock and the relay's identity.
+ * for what it publishes here: the clock, the relay's identity, the loop's
+ * memory context, the in-cycle flag its signal handlers read, and its
+ * activity shown again after a cycle.
  *
  *-------------------------------------------------------------------------
  */
