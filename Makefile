@@ -40,6 +40,11 @@ OBJS = \
 	src/outcome.o \
 	src/webhook.o \
 	src/http.o \
+	src/budget.o \
+	src/claim_budget.o \
+	src/jobs.o \
+	src/claim_step.o \
+	src/cycle.o \
 	src/relay.o \
 	src/launcher.o \
 	src/databases.o

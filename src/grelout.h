@@ -4,7 +4,8 @@
  *	  Declarations shared by the files of the grelout extension: settings,
  *	  waking the relays, ids, validation and the relays' entry points.
  *	  What one module alone uses lives in its own header (shmem.h, store.h,
- *	  spi_helpers.h, health.h, http.h, webhook.h, outcome.h, edge.h, sign.h).
+ *	  spi_helpers.h, health.h, http.h, webhook.h, outcome.h, edge.h, sign.h,
+ *	  budget.h; relay.h for the files of a relay).
  *
  *-------------------------------------------------------------------------
  */

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A test program need not use every check. */
+#define TAP_UNUSED __attribute__((unused))
+
 static int	tap_count = 0;
 static int	tap_failed = 0;
 
@@ -32,7 +35,7 @@ tap_vok(int cond, const char *fmt, va_list ap)
 }
 
 /* ok: pass when cond is true. */
-static int
+static TAP_UNUSED int
 ok(int cond, const char *fmt,...)
 {
 	va_list		ap;
@@ -45,7 +48,7 @@ ok(int cond, const char *fmt,...)
 }
 
 /* is_int: pass when got == expected, with a diagnostic otherwise. */
-static int
+static TAP_UNUSED int
 is_int(long long got, long long expected, const char *fmt,...)
 {
 	va_list		ap;
@@ -60,7 +63,7 @@ is_int(long long got, long long expected, const char *fmt,...)
 }
 
 /* is_str: pass when the NUL-terminated strings are equal. */
-static int
+static TAP_UNUSED int
 is_str(const char *got, const char *expected, const char *fmt,...)
 {
 	va_list		ap;
