@@ -15,8 +15,8 @@
  * its buffer; the outcome class of any stored text is "http NNN" or one of
  * a few fixed words.
  *
- * fuzz/run links src/edge.c and src/sign.c only, so the decision is built
- * into this target by including its source.
+ * fuzz/run links this target with the pure files (src/outcome.c among
+ * them), as it does every target.
  *
  *-------------------------------------------------------------------------
  */
