@@ -7,11 +7,12 @@
  *
  * The SQL scripts of 1.2 and later never type these: a script that needs
  * one calls a C function that uses it (grelout._lock_routing() takes the
- * routing lock).  The released scripts of 1.0 and 1.1, which are never
- * edited, still carry their own literals: grelout--1.0--1.1.sql writes the
- * routing lock as pg_advisory_xact_lock(1735552116, 1) in the 1.1 handler
- * triggers, which grelout--1.1--1.2.sql replaces.  Changing a value here
- * is an incompatible change for a database still on the 1.1 schema.
+ * routing lock).  The scripts of 1.0 and 1.1, which describe released
+ * schemas and are never edited, still carry their own literals:
+ * grelout--1.0--1.1.sql and grelout--1.1.sql write the routing lock as
+ * pg_advisory_xact_lock(1735552116, 1) in the 1.1 handler triggers, which
+ * grelout--1.1--1.2.sql replaces.  Changing a value here is an
+ * incompatible change for a database still on the 1.1 schema.
  *
  *-------------------------------------------------------------------------
  */

@@ -6,7 +6,8 @@
 # (published_by set, keys stored under 1.0 still deduplicate), EXECUTE
 # grants carry over to the new outbox_purge and outbox_redrive signatures
 # (and stay out of the extension's initial privileges, so pg_dump keeps
-# them), and the upgraded schema equals a fresh 1.1 install's.  Fan-out:
+# them), and the upgraded schema equals a fresh 1.1 install's (from
+# grelout--1.1.sql: dump, members, initial privileges).  Fan-out:
 # handlers are named by their topic; 1.0's messages of a topic with a
 # handler become its inline delivery, whatever their state, and those of a
 # topic without one wait for one; a message left dead by a handler deleted

@@ -1,7 +1,15 @@
-# The three ways to a 1.2 schema give the same schema: a fresh install
-# (grelout--1.2.sql alone), 1.0 upgraded to 1.2 (grelout--1.0.sql, then
-# 1.0--1.1 and 1.1--1.2) and 1.1 upgraded to 1.2 (1.0, 1.0--1.1, then
-# 1.1--1.2), each with the same administrator's grants.
+# Every way to a version gives the same schema as a fresh install of it:
+# - 1.2: a fresh install (grelout--1.2.sql alone); 1.0 upgraded to 1.2 in
+#   one step (grelout--1.0.sql, then 1.0--1.1 and 1.1--1.2); a fresh 1.1
+#   upgraded (grelout--1.1.sql, then 1.1--1.2); 1.0 upgraded to 1.1, then
+#   to 1.2, in two steps;
+# - 1.1: a fresh install (grelout--1.1.sql alone) and 1.0 upgraded to 1.1
+#   (grelout--1.0.sql, then the released 1.0--1.1);
+# each way with the same administrator's grants, given as early as the
+# objects exist (under 1.0 on 1.0's signatures, which the upgrade carries
+# over), and each comparison once more in databases where the
+# administrator set default privileges before the extension was created,
+# so that the objects' initial privileges come from them.
 #
 # A plain pg_dump --schema-only shows an extension's members as one CREATE
 # EXTENSION (and the grants that differ from the initial privileges), so
@@ -9,14 +17,14 @@
 # - pg_dump --binary-upgrade --schema-only, which writes every member as
 #   its own statement (columns in attnum order, dropped columns as holes,
 #   defaults, constraints, indexes, triggers, views, function bodies,
-#   comments, ACLs), with what differs by construction taken out: the
-#   OIDs, relfilenodes and other physical facts to preserve
-#   (binary_upgrade_set_next_*), relfrozenxid, and the missing values that ALTER TABLE
-#   ADD COLUMN ... DEFAULT leaves for the rows that existed then (a storage
-#   detail of the upgraded tables; see below);
+#   comments, ACLs, initial privileges), with what differs by construction
+#   taken out: the OIDs, relfilenodes and other physical facts to preserve
+#   (binary_upgrade_set_next_*), relfrozenxid, and the missing values that
+#   ALTER TABLE ADD COLUMN ... DEFAULT leaves for the rows that existed then
+#   (a storage detail of the upgraded tables; see below);
 # - catalog queries that name objects rather than OIDs, ordered by name:
-#   members, initial privileges, pg_proc attributes, comments, columns by
-#   attnum, constraints, indexes, triggers, views, the dumped
+#   members, initial and default privileges, pg_proc attributes, comments,
+#   columns by attnum, constraints, indexes, triggers, views, the dumped
 #   configuration tables.
 use strict;
 use warnings;
@@ -40,39 +48,96 @@ sub same
 	diag(scalar `diff -u $dir/want.$ndiff $dir/got.$ndiff | head -n 80`);
 	return 0;
 }
-my @ways = (
-	[ fresh => q{CREATE EXTENSION grelout} ],
-	[ from10 => q{CREATE EXTENSION grelout VERSION '1.0'},
-		q{ALTER EXTENSION grelout UPDATE TO '1.2'} ],
-	[ from11 => q{CREATE EXTENSION grelout VERSION '1.1'},
-		q{ALTER EXTENSION grelout UPDATE TO '1.2'} ]);
 
-# The same administrator's grants in every database, on 1.2's signatures.
-my $grants = q{
+# The administrator's grants: those on 1.0's objects, EXECUTE for the
+# operator on 1.0's or 1.1's outbox_redrive and outbox_purge (1.1 replaces
+# them by new signatures and carries the grants over), and those on 1.1's
+# new objects.
+my $grants10 = q{
 	GRANT USAGE ON SCHEMA grelout TO app_pub, app_ops;
 	GRANT EXECUTE ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text) TO app_pub;
-	GRANT EXECUTE ON FUNCTION outbox_message_status(uuid) TO app_pub;
-	GRANT EXECUTE ON FUNCTION outbox_redrive(text, text, uuid) TO app_ops;
-	GRANT EXECUTE ON FUNCTION outbox_purge(interval, text, boolean, uuid) TO app_ops WITH GRANT OPTION;
-	GRANT SELECT ON grelout.handler_status, grelout.deliveries TO app_ops;
+	GRANT SELECT ON grelout.status, grelout.handlers_masked TO app_ops;
 	GRANT SELECT, INSERT, UPDATE, DELETE ON grelout.handlers TO app_ops;
 };
+my $ops10 = q{
+	GRANT EXECUTE ON FUNCTION outbox_redrive(text) TO app_ops;
+	GRANT EXECUTE ON FUNCTION outbox_purge(interval) TO app_ops WITH GRANT OPTION;
+};
+my $ops11 = q{
+	GRANT EXECUTE ON FUNCTION outbox_redrive(text, text, uuid) TO app_ops;
+	GRANT EXECUTE ON FUNCTION outbox_purge(interval, text, boolean, uuid) TO app_ops WITH GRANT OPTION;
+};
+my $grants11 = q{
+	GRANT EXECUTE ON FUNCTION outbox_message_status(uuid) TO app_pub;
+	GRANT SELECT ON grelout.handler_status, grelout.deliveries TO app_ops;
+};
+my $create10 = q{CREATE EXTENSION grelout VERSION '1.0'} . ";$grants10$ops10";
+my $create11 = q{CREATE EXTENSION grelout VERSION '1.1'} . ";$grants10$ops11$grants11";
+my $to11 = q{ALTER EXTENSION grelout UPDATE TO '1.1'} . ";$grants11";
+my $to12 = q{ALTER EXTENSION grelout UPDATE TO '1.2'};
+
+# Default privileges an administrator may have set in a database before
+# creating the extension (for the role that creates it): they give the
+# extension's objects their first ACL, and so their initial privileges.
+my $defaults = q{
+	ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO app_pub;
+	ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO app_ops;
+	ALTER DEFAULT PRIVILEGES GRANT USAGE ON SEQUENCES TO app_ops;
+	ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app_pub;
+};
+
+# The comparisons: a version, and the ways to it, the first a fresh install
+# of it (the reference).  A way is a database, its steps, and whether it
+# started at 1.0 (see the missing values below).
+my @comparisons = (
+	[ '1.2', '',
+		[ fresh => 0, q{CREATE EXTENSION grelout} . ";$grants10$ops11$grants11" ],
+		[ from10 => 1, $create10, $to12, $grants11 ],
+		[ from11 => 0, $create11, $to12 ],
+		[ from10via11 => 1, $create10, $to11, $to12 ] ],
+	[ '1.1', '',
+		[ fresh11 => 0, $create11 ],
+		[ from10to11 => 1, $create10, $to11 ] ],
+	[ '1.1', $defaults,
+		[ fresh11_defaults => 0, $create11 ],
+		[ from10to11_defaults => 1, $create10, $to11 ] ],
+	[ '1.2', $defaults,
+		[ fresh_defaults => 0, q{CREATE EXTENSION grelout} . ";$grants10$ops11$grants11" ],
+		[ from10_defaults => 1, $create10, $to12, $grants11 ] ]);
+
 $node->safe_psql('postgres', q{CREATE ROLE app_pub; CREATE ROLE app_ops});
-for my $way (@ways)
+for my $cmp (@comparisons)
 {
-	my ($db, @steps) = @$way;
-	$node->safe_psql('postgres', qq{CREATE DATABASE $db});
-	$node->safe_psql($db, $_) for @steps;
-	$node->safe_psql($db, $grants);
-	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}),
-		'1.2', "$db: grelout 1.2");
+	my ($version, $first, @ways) = @$cmp;
+	for my $way (@ways)
+	{
+		my ($db, $from10, @steps) = @$way;
+		$node->safe_psql('postgres', qq{CREATE DATABASE $db});
+		$node->safe_psql($db, $first) if $first ne '';
+		$node->safe_psql($db, $_) for @steps;
+		is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'grelout'}),
+			$version, "$db: grelout $version");
+	}
 }
 
-# ---- the members, statement by statement (pg_dump --binary-upgrade)
+# ALTER TABLE ... ADD COLUMN with a non-null default records the default as
+# the value of the rows that existed then (atthasmissing), so that it need
+# not rewrite them; the tables 1.0 created and 1.1 altered have these, a
+# fresh 1.1 or 1.2 none.  A storage detail that pg_dump without
+# --binary-upgrade, and so a dump and restore, does not carry: listed here
+# so that a new one is seen.
+my $missing_from10 = join("\n",
+	q{'grelout.handlers'::pg_catalog.regclass,'on_dead','{block}'},
+	q{'grelout.handlers'::pg_catalog.regclass,'ordered','{f}'},
+	q{'grelout.outbox'::pg_catalog.regclass,'fanout_delivered','{f}'},
+	q{'grelout.outbox'::pg_catalog.regclass,'route','{new}'});
+
+# ---- the members, statement by statement (pg_dump --binary-upgrade), and
+# the plain dump (what a restore brings back: the grants)
 my (%dump, %missing);
-for my $way (@ways)
+for my $way (map { my ($v, $f, @w) = @$_; @w } @comparisons)
 {
-	my $db = $way->[0];
+	my ($db, $from10) = @$way;
 	$node->command_ok([ 'pg_dump', '--schema-only', '--binary-upgrade', '-d', $db,
 			'-f', "$dir/$db.sql" ], "pg_dump --binary-upgrade --schema-only of $db");
 	my $text = PostgreSQL::Test::Utils::slurp_file("$dir/$db.sql");
@@ -85,44 +150,34 @@ for my $way (@ways)
 	# the configuration tables, by OID here, by name below
 	$text =~ s/(binary_upgrade_create_empty_extension\('grelout', '\w+', \w+, '[\d.]+', )'\{[\d,]+\}'/$1'{OIDS}'/;
 	my @m = $text =~ /^SELECT pg_catalog\.binary_upgrade_set_missing_value\((.*)\);$/mg;
-	$missing{$db} = join("\n", sort @m);
+	is(join("\n", sort @m), $from10 ? $missing_from10 : '',
+		$from10 ? "$db: the missing values of the columns 1.1 added to 1.0's tables with a default"
+			: "$db: no missing values");
 	$text =~ s/^-- set missing value\.\nSELECT pg_catalog\.binary_upgrade_set_missing_value\(.*\);$//mg;
 	$text =~ s/\n{3,}/\n\n/g;
 	$dump{$db} = $text;
-}
-like($dump{fresh}, qr/^CREATE TABLE grelout\.outbox \(/m, 'the dump writes the members out');
-unlike($dump{fresh} . $dump{from10} . $dump{from11}, qr/For binary upgrade, recreate dropped column/,
-	'no table has a dropped column');
-same($dump{from10}, $dump{fresh}, '1.0 upgraded to 1.2 dumps as a fresh 1.2, member by member');
-same($dump{from11}, $dump{fresh}, '1.1 upgraded to 1.2 dumps as a fresh 1.2, member by member');
+	unlike($text, qr/For binary upgrade, recreate dropped column/, "$db: no table has a dropped column");
 
-# ALTER TABLE ... ADD COLUMN with a non-null default records the default as
-# the value of the rows that existed then (atthasmissing), so that it need
-# not rewrite them; the upgraded tables have these, a fresh one none.  A
-# storage detail that pg_dump without --binary-upgrade, and so a dump and
-# restore, does not carry: listed here so that a new one is seen.
-is($missing{fresh}, '', 'a fresh install has no missing values');
-is($missing{from10}, join("\n",
-	q{'grelout.handlers'::pg_catalog.regclass,'on_dead','{block}'},
-	q{'grelout.handlers'::pg_catalog.regclass,'ordered','{f}'},
-	q{'grelout.outbox'::pg_catalog.regclass,'fanout_delivered','{f}'},
-	q{'grelout.outbox'::pg_catalog.regclass,'route','{new}'}),
-	'1.0 upgraded: the missing values of the columns 1.1 added with a default');
-is($missing{from11}, $missing{from10}, '1.1 upgraded: the same');
-
-# ---- the plain dump (what a restore brings back: the grants)
-for my $way (@ways)
-{
-	my $db = $way->[0];
 	$node->command_ok([ 'pg_dump', '--schema-only', '-d', $db, '-f', "$dir/$db.plain.sql" ],
 		"pg_dump --schema-only of $db");
 	($dump{"$db.plain"} = PostgreSQL::Test::Utils::slurp_file("$dir/$db.plain.sql"))
 		=~ s/^\\(un)?restrict .*$//mg;
 }
-like($dump{'fresh.plain'}, qr/GRANT ALL ON FUNCTION public\.outbox_purge\(.*\) TO app_ops WITH GRANT OPTION;/,
-	'the plain dump carries the administrator\'s grants');
-same($dump{'from10.plain'}, $dump{'fresh.plain'}, '1.0 upgraded: the same plain dump');
-same($dump{'from11.plain'}, $dump{'fresh.plain'}, '1.1 upgraded: the same plain dump');
+for my $cmp (@comparisons)
+{
+	my ($version, $first, $ref, @ways) = @$cmp;
+	my $fresh = $ref->[0];
+	like($dump{$fresh}, qr/^CREATE TABLE grelout\.outbox \(/m, "$fresh: the dump writes the members out");
+	like($dump{"$fresh.plain"},
+		qr/GRANT ALL ON FUNCTION public\.outbox_purge\(.*\) TO app_ops WITH GRANT OPTION;/,
+		"$fresh: the plain dump carries the administrator's grants");
+	for my $way (@ways)
+	{
+		my $db = $way->[0];
+		same($dump{$db}, $dump{$fresh}, "$db: dumps as $fresh, member by member");
+		same($dump{"$db.plain"}, $dump{"$fresh.plain"}, "$db: the same plain dump as $fresh");
+	}
+}
 
 # ---- the catalogs, by name
 my $ext = q{(SELECT oid FROM pg_extension WHERE extname = 'grelout')};
@@ -194,19 +249,27 @@ my %facts = (
 		SELECT extname, extowner::regrole, extnamespace::regnamespace, extrelocatable, extversion
 		FROM pg_extension WHERE extname = 'grelout'},
 	'schema' => q{
-		SELECT nspname, nspowner::regrole, nspacl FROM pg_namespace WHERE nspname = 'grelout'});
-for my $fact (sort keys %facts)
+		SELECT nspname, nspowner::regrole, nspacl FROM pg_namespace WHERE nspname = 'grelout'},
+	'default privileges' => q{
+		SELECT defaclrole::regrole, defaclnamespace::regnamespace, defaclobjtype, defaclacl
+		FROM pg_default_acl ORDER BY 1, 2, 3});
+for my $cmp (@comparisons)
 {
-	my $fresh = $node->safe_psql('fresh', $facts{$fact});
-	isnt($fresh, '', "fresh: $fact found");
-	for my $db ('from10', 'from11')
+	my ($version, $first, $ref, @ways) = @$cmp;
+	my $fresh = $ref->[0];
+	for my $fact (sort keys %facts)
 	{
-		same($node->safe_psql($db, $facts{$fact}), $fresh, "$db: the same $fact");
+		my $want = $node->safe_psql($fresh, $facts{$fact});
+		# no default privileges unless the administrator set some
+		isnt($want, '', "$fresh: $fact found")
+			unless $fact eq 'default privileges' && $first eq '';
+		same($node->safe_psql($_->[0], $facts{$fact}), $want, "$_->[0]: the same $fact as $fresh")
+			for @ways;
 	}
 }
 
 # The routing lock's key is written in the library only: no function of
-# the 1.2 schema types it (the released 1.0--1.1 script's triggers did).
+# the 1.2 schema types it (the 1.1 handler triggers did).
 is($node->safe_psql('fresh', qq{SELECT count(*) FROM pg_proc WHERE oid IN $procs AND prosrc LIKE '%1735552116%'}),
 	'0', 'no 1.2 function types the advisory lock key');
 
