@@ -249,6 +249,12 @@ sub stop
 	$self->{pid} = undef;
 }
 
-sub DESTROY { $_[0]->stop }
+# At the end of a test its exit status is in $?, which waitpid in stop would
+# overwrite with the receiver's (killed by TERM: 15): keep the test's.
+sub DESTROY
+{
+	local $?;
+	$_[0]->stop;
+}
 
 1;
