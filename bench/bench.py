@@ -1639,7 +1639,7 @@ def render_versions(res, quick):
         b, n = base['figures'].get(key), now.get(key)
         if b is None or n is None or not b:
             continue
-        r = n / b
+        r = round(n / b, 2)      # judged as printed
         digits = 2 if unit in ('x', 'ms') else 0
         within = 0.9 <= r <= 1.1
         if not within:
