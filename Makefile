@@ -10,7 +10,8 @@
 #                         the TAP tests; TAP_TESTS= skips them)
 #   make test             the whole test suite (test/run), as root
 #   make fuzz             the libFuzzer targets (fuzz/run)
-#   make bench            the benchmark (bench/run)
+#   make bench            the benchmark (bench/run) on PostgreSQL 15;
+#                         make bench PG=17: on 17, in its Debian root
 #   make chaos            the fault-injection soak (test/chaos/run)
 #   make demo             the live demo (scripts/demo), as root
 #   make dist             the PGXN release archive grelout-<version>.zip of
@@ -129,7 +130,7 @@ test:
 fuzz:
 	bash fuzz/run
 bench:
-	bash bench/run
+	bash bench/run $(if $(PG),--pg $(PG))
 chaos:
 	bash test/chaos/run
 demo:

@@ -150,7 +150,10 @@ class Bench:
         self.conn = None
         self.children = []
         self.res = {'figures': {}, 'load': [], 'notes': []}
-        self.res['previous'] = previous_ratios(args.previous)
+        self.res['previous'] = previous_ratios(args.previous, args.pg_major)
+        # another version's report (15's), which this run's figures are set beside
+        self.res['baseline'] = report_figures(args.baseline)
+        self.res['baseline_name'] = args.baseline_name
         self.t_start = time.time()
         self.workers = 1
         # the queue tables a drain vacuums (figure 10's 1.0 has no fanout)
@@ -1323,6 +1326,9 @@ class Bench:
             'cpu': model, 'cores': sh('nproc'), 'memory': mem,
             'kernel': sh('uname -sr'), 'os': 'Debian ' + sh('cat /etc/debian_version'),
             'postgres': self.q1('SELECT version()'),
+            'pg_major': self.pg_major(),
+            'built_in': self.a.built_in or '?',
+            'relay_curl': self.a.relay_curl or '?',
             'curl': sh('curl --version | head -1'),
             'nginx': sh('/usr/sbin/nginx -v 2>&1'),
             'wrk': sh('wrk --version 2>&1 | head -1').split(' Copyright')[0],
@@ -1334,6 +1340,14 @@ class Bench:
                                     " 'checkpoint_timeout', 'wal_sync_method', 'full_page_writes')"
                                     " ORDER BY name")),
         }
+
+    def pg_major(self):
+        """the server's major version; it must be the one bench/run set up."""
+        major = int(self.q1("SELECT current_setting('server_version_num')::int / 10000"))
+        if self.a.pg_major and major != self.a.pg_major:
+            raise Broken('bench/run started PostgreSQL %d, the server says %d'
+                         % (self.a.pg_major, major))
+        return major
 
     # -- the whole run ---------------------------------------------------------
     def run(self):
@@ -1473,16 +1487,30 @@ def ratio_line(label, value):
     return dict(RATIO_LINES)[label] % value
 
 
-def previous_ratios(path):
+def report_pg_major(text):
+    """the PostgreSQL major version a report's figures were measured on: its
+    "Measured on" line, or (a report made before bench/run --pg) the server
+    of its Machine table; None when it says neither."""
+    m = re.search(r'^\*\*Measured on PostgreSQL ([0-9]+)\*\*', text, re.M)
+    if not m:
+        m = re.search(r'^\| PostgreSQL \| PostgreSQL ([0-9]+)', text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def previous_ratios(path, pg_major=None):
     """the 1.1 figures' ratios in the report this run replaces (a dict by
-    label, with 'revision'), or None when there is none to read."""
+    label, with 'revision' and 'pg_major'), or None when there is none to
+    read, or it was measured on another PostgreSQL than pg_major (given)."""
     if not path or not os.path.exists(path):
         return None
     with open(path) as f:
         text = f.read()
     if 'Quick smoke run' in text:
         return None
-    prev = {}
+    major = report_pg_major(text)
+    if pg_major is not None and major != pg_major:
+        return None
+    prev = {'pg_major': major}
     m = re.search(r'^\| grelout measured \| ([^|]+) \|', text, re.M)
     prev['revision'] = m.group(1).strip() if m else 'unknown'
     for label, line in RATIO_LINES:
@@ -1491,6 +1519,141 @@ def previous_ratios(path):
         if m:
             prev[label] = float(m.group(1))
     return prev
+
+
+# The headline figures a report carries in its figures block, for setting
+# one version's run beside another's: (key, label, unit).  Lower is better
+# for the latencies; "within 10%" is the same either way.
+HEADLINES = (
+    ('publish_tps', '1. INSERT + `outbox_publish`, TPS', ''),
+    ('publish_plain_tps', '1. INSERT + plain INSERT, TPS', ''),
+    ('publish_ratio', '1. grelout / plain INSERT', 'x'),
+    ('drain_default', '2. drain, default settings, msgs/s', ''),
+    ('drain_tuned', '2. drain, tuned settings, msgs/s', ''),
+    ('drain_graphile', '2. graphile-worker drain, msgs/s', ''),
+    ('wrk_default', '2. wrk ceiling (no PostgreSQL), req/s', ''),
+    ('sustained', '3. highest sustained rate, msgs/s', ''),
+    ('latency_p50', '4. latency p50, ms', 'ms'),
+    ('latency_p99', '4. latency p99, ms', 'ms'),
+    ('scale_drain', '5. drain beside dead and delayed rows, msgs/s', ''),
+    ('fanout', '7. fan-out, deliveries/s', ''),
+    ('ordered', '9. ordered drain, deliveries/s', ''),
+    ('unordered', '9. unordered drain, deliveries/s', ''),
+)
+FIGURES_TAG = '<!-- grelout-bench-figures '
+
+
+def headline_figures(res):
+    """this run's headline figures (medians), by HEADLINES key; a figure not
+    measured is absent."""
+    f = res['figures']
+    med = lambda v: stats(v)[0]
+    got = {}
+    if '1' in f:
+        got['publish_tps'] = med(f['1']['tps']['grelout'])
+        got['publish_plain_tps'] = med(f['1']['tps']['plain'])
+        got['publish_ratio'] = med(f['1']['ratio_grelout'])
+    if '2' in f:
+        x = f['2']
+        got['drain_default'] = med(x['default'])
+        got['wrk_default'] = med(x['wrk_default'])
+        if 'tuned' in x:
+            got['drain_tuned'] = med(x['tuned'])
+        if 'graphile' in x:
+            got['drain_graphile'] = med(x['graphile'])
+    if '3' in f and f['3'].get('best'):
+        got['sustained'] = f['3']['best']
+    if '4' in f:
+        got['latency_p50'] = med([r['p50'] for r in f['4']['grelout']])
+        got['latency_p99'] = med([r['p99'] for r in f['4']['grelout']])
+    if '5' in f:
+        got['scale_drain'] = med(f['5']['rates'])
+    if '7' in f:
+        got['fanout'] = med(f['7']['rates'])
+    if '9' in f:
+        got['ordered'] = med(f['9']['ordered'])
+        got['unordered'] = med(f['9']['unordered'])
+    return got
+
+
+def figures_block(res, quick):
+    """the report's last line: its version and headline figures as JSON in
+    an HTML comment (invisible in the rendered report), which another
+    version's run reads back (report_figures)."""
+    m = res['machine']
+    data = {'pg_major': m['pg_major'], 'postgres': m['postgres'], 'quick': bool(quick),
+            'revision': m['revision'],
+            'load': [(step, v) for step, v in res['load'] if step in ('start', 'end')],
+            'figures': {k: round(v, 3) for k, v in headline_figures(res).items()}}
+    return FIGURES_TAG + json.dumps(data, sort_keys=True) + ' -->'
+
+
+def report_figures(path):
+    """a report's figures block (a dict), or None when there is no report or
+    it carries none (made before bench/run --pg)."""
+    if not path or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for line in f:
+            if line.startswith(FIGURES_TAG):
+                try:
+                    return json.loads(line[len(FIGURES_TAG):].rsplit('-->', 1)[0])
+                except ValueError:
+                    return None
+    return None
+
+
+def render_versions(res, quick):
+    """the section that sets this run's headline figures beside another
+    version's report (15's), figure by figure, with their ratio and whether
+    it is within 10% (said, never judged: the load of both runs is beside);
+    [] when there is no such report to compare with."""
+    base, name = res.get('baseline'), res.get('baseline_name') or 'the baseline report'
+    m = res['machine']
+    if res.get('baseline_name') is None:
+        return []
+    L = ['## PostgreSQL %d beside PostgreSQL %s\n'
+         % (m['pg_major'], base['pg_major'] if base else '15')]
+    if base is None:
+        L.append('`%s` is missing or carries no figures block (a report made before '
+                 '`bench/run --pg`): not compared. Run `make bench` (15) and then this '
+                 'version again.\n' % name)
+        return L
+    if bool(base.get('quick')) != bool(quick):
+        L.append('`%s` is a %s run and this one a %s run: not compared.\n'
+                 % (name, 'quick' if base.get('quick') else 'full', 'quick' if quick else 'full'))
+        return L
+    now = headline_figures(res)
+    L.append('Each figure\'s median against `%s` (PostgreSQL %s, `%s`, grelout %s), '
+             'same peers and settings. "within 10%%" says whether the ratio lies in '
+             '0.90 - 1.10; it is reported, never a failure; a figure outside it is for the '
+             'notes (bench/README.md, "Versions").%s\n'
+             % (name, base['pg_major'], base.get('postgres', '?').split(' on ')[0],
+                base.get('revision', '?'),
+                ' Quick runs: tiny sizes, one run each; their ratios are noise.' if quick else ''))
+    L.append('| figure | PostgreSQL %s | PostgreSQL %d | %d / %s | within 10%% |'
+             % (base['pg_major'], m['pg_major'], m['pg_major'], base['pg_major']))
+    L.append('| --- | --- | --- | --- | --- |')
+    outside = []
+    for key, label, unit in HEADLINES:
+        b, n = base['figures'].get(key), now.get(key)
+        if b is None or n is None or not b:
+            continue
+        r = round(n / b, 2)      # judged as printed
+        digits = 2 if unit in ('x', 'ms') else 0
+        within = 0.9 <= r <= 1.1
+        if not within:
+            outside.append(label)
+        L.append('| %s | %.*f | %.*f | %.2f | %s |'
+                 % (label, digits, b, digits, n, r, 'yes' if within else 'no'))
+    L.append('')
+    la = lambda load: ', '.join('%s %s' % (step, v.split()[0]) for step, v in load
+                                if step in ('start', 'end')) or '-'
+    L.append('1-minute load average, PostgreSQL %s run: %s; this run: %s.\n'
+             % (base['pg_major'], la(base.get('load', [])), la(res['load'])))
+    if outside:
+        L.append('Outside 10%%: %s.\n' % '; '.join(outside))
+    return L
 
 
 def ratios_11(res):
@@ -1870,11 +2033,19 @@ def render(res, sz, quick):
     if quick:
         L.append('**Quick smoke run (`bench/run --quick`): tiny sizes, one run each. '
                  'These numbers only show that the harness works.**\n')
-    L.append('Produced by `make bench` (`bench/run`) in %.1f minutes.\n' % (res['elapsed'] / 60))
+    L.append('**Measured on PostgreSQL %d**: every figure in this report (`%s`), with '
+             'grelout built and installed in %s; the peers (nginx, wrk, pgbench, '
+             'graphile-worker, the receivers, bench.py) ran on the host.\n'
+             % (m['pg_major'], m['postgres'].split(' on ')[0], m['built_in']))
+    L.append('Produced by `make bench%s` (`bench/run%s`) in %.1f minutes.\n'
+             % ('' if m['pg_major'] == 15 else ' PG=%d' % m['pg_major'],
+                '' if m['pg_major'] == 15 else ' --pg %d' % m['pg_major'], res['elapsed'] / 60))
     L.append('## Machine\n')
     L.append('| | |\n| --- | --- |')
     for k, label in (('revision', 'grelout measured'), ('cpu', 'CPU'), ('cores', 'cores'), ('memory', 'memory'),
-                     ('kernel', 'kernel'), ('os', 'OS'), ('postgres', 'PostgreSQL'),
+                     ('kernel', 'kernel'), ('os', 'OS'), ('pg_major', 'PostgreSQL measured'),
+                     ('postgres', 'PostgreSQL'), ('built_in', 'grelout built in'),
+                     ('relay_curl', 'relay\'s libcurl'),
                      ('curl', 'curl'), ('nginx', 'nginx'), ('wrk', 'wrk'),
                      ('node', 'Node'), ('graphile', 'graphile-worker')):
         L.append('| %s | %s |' % (label, m[k]))
@@ -2182,6 +2353,11 @@ def render(res, sz, quick):
     for label, la in res['load']:
         L.append('| %s | %s |' % (label, la))
     L.append('')
+    L.extend(render_versions(res, quick))
+    # each figure's heading names the version it was measured on
+    L = [re.sub(r'^(## [0-9]+[.] .*?)(\n?)$', r'\1 (PostgreSQL %d)\2' % m['pg_major'], line)
+         if line.startswith('## ') else line for line in L]
+    L.append(figures_block(res, quick))
     return '\n'.join(L) + '\n'
 
 
@@ -2268,6 +2444,13 @@ def main():
     ap.add_argument('--old-revision', default='1.0')
     ap.add_argument('--old-missing')
     ap.add_argument('--http-engine')
+    # the PostgreSQL measured (bench/run --pg N), where grelout was built, the
+    # relay's libcurl; another version's report to set the figures beside
+    ap.add_argument('--pg-major', type=int)
+    ap.add_argument('--built-in')
+    ap.add_argument('--relay-curl')
+    ap.add_argument('--baseline')
+    ap.add_argument('--baseline-name')
     # the report this run replaces, for the 1.1 figures' "none regresses"
     ap.add_argument('--previous')
     args = ap.parse_args()

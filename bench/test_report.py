@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""bench/test_report.py: checks of the report's "none regresses" row (issue
-14's last target), without a server: the 1.1 figures' ratios are read back
-from a report as their sections print them, and a fall of more than 10% is
-called a regression.  Run by `bash test/run bench`; prints TAP."""
+"""bench/test_report.py: checks of the benchmark report, without a server.
+The "none regresses" row (issue 14's last target): the 1.1 figures' ratios
+are read back from a report as their sections print them, a fall of more
+than 10% is called a regression, and only a report of the same PostgreSQL
+version is compared with.  The version labelling (issue 31): the report
+says which PostgreSQL every figure was measured on, carries its headline
+figures for another version's run to read back, and sets them beside that
+version's.  Run by `bash test/run bench`; prints TAP."""
 
 import os
+import re
 import sys
 import tempfile
 
@@ -18,10 +23,16 @@ def ok(cond, name):
     checks.append((bool(cond), name))
 
 
-def report(captured, fan, noisy, ordered, revision='abc1234', quick=False):
+def report(captured, fan, noisy, ordered, revision='abc1234', quick=False, pg_major=15,
+           label=True):
     """a report's text with the four ratio lines, printed by bench.py's own
-    functions (row3 for figure 1's table, ratio_line for the others)."""
+    functions (row3 for figure 1's table, ratio_line for the others); with
+    label=False, as a report made before bench/run --pg (the version only in
+    its Machine table)."""
     lines = ['# grelout benchmark results', '']
+    if label:
+        lines.append('**Measured on PostgreSQL %d**: every figure in this report' % pg_major)
+    lines += ['| PostgreSQL | PostgreSQL %d.3 (Debian) on x86_64 |' % pg_major, '']
     if quick:
         lines.append('**Quick smoke run (`bench/run --quick`): tiny sizes.**')
     lines += ['| grelout measured | %s |' % revision, '',
@@ -53,7 +64,7 @@ def run_res(previous, captured, fan, noisy, ordered):
 path = report(1.08, 0.74, 0.94, 0.48)
 prev = bench.previous_ratios(path)
 ok(prev == {'revision': 'abc1234', 'captured INSERT': 1.08, 'fan-out': 0.74,
-            'noisy neighbour': 0.94, 'ordered': 0.48},
+            'noisy neighbour': 0.94, 'ordered': 0.48, 'pg_major': 15},
    'the four ratios and the revision are read back from a report (%r)' % prev)
 ok(bench.previous_ratios(report(1.0, 1.0, 1.0, 1.0, quick=True)) is None,
    'a quick run\'s report is never compared with')
@@ -84,7 +95,89 @@ del res['figures']['9']
 text, held = bench.regression_11(res, False)
 ok(held is True and 'ordered' not in text, 'a figure this run did not measure is not compared')
 
+
+# --- versions (issue 31) ---------------------------------------------------
+p17 = report(1.08, 0.74, 0.94, 0.48, pg_major=17)
+ok(bench.previous_ratios(p17, 17) is not None and bench.previous_ratios(p17, 17)['pg_major'] == 17,
+   'a report of the same version is compared with')
+ok(bench.previous_ratios(p17, 15) is None and bench.previous_ratios(path, 17) is None,
+   'a report of another version is never compared with (17 against 15, 15 against 17)')
+old = report(1.08, 0.74, 0.94, 0.48, label=False)
+ok(bench.previous_ratios(old, 15) is not None and bench.previous_ratios(old, 17) is None,
+   'a report made before bench/run --pg is read as its Machine table\'s version')
+for f in (p17, old):
+    os.unlink(f)
+
+
+def run(pg_major, drain, p99, quick=False, baseline=None):
+    """the results of a small run (figures 1, 2 and 4) as bench.py keeps them"""
+    return {
+        'elapsed': 90.0, 'payload_len': 201, 'notes': [], 'previous': None,
+        'load': [('start', '1.50 1.00 0.50'), ('end', '2.00 1.20 0.60')],
+        'baseline': baseline, 'baseline_name': None if pg_major == 15 else 'bench/results.md',
+        'machine': {'revision': 'abc1234', 'cpu': 'cpu', 'cores': '2', 'memory': '4 GiB',
+                    'kernel': 'Linux', 'os': 'Debian 12', 'pg_major': pg_major,
+                    'postgres': 'PostgreSQL %d.3 (Debian %d.3-1) on x86_64-pc-linux-gnu'
+                                % (pg_major, pg_major),
+                    'built_in': 'the Debian root of %d' % pg_major, 'relay_curl': 'curl 8',
+                    'curl': 'curl 7', 'nginx': 'nginx', 'wrk': 'wrk', 'node': 'v18',
+                    'graphile': '0.16', 'settings': {'fsync': 'on'}},
+        'figures': {
+            '1': {'tps': {'plain': [1000.0], 'grelout': [980.0], 'graphile': [700.0]},
+                  'ratio_grelout': [0.98], 'ratio_graphile': [0.7]},
+            '2': {'default': [drain], 'wrk_default': [30000.0], 'default_conns': 50},
+            '4': {'rate': 50, 'grelout': [{'p50': 1.0, 'p95': 2.0, 'p99': p99, 'max': 9.0}],
+                  'graphile': [{'p50': 5.0, 'p95': 6.0, 'p99': 7.0, 'max': 9.0}]}}}
+
+
+def write(text):
+    f = tempfile.NamedTemporaryFile('w', suffix='.md', delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+sz = dict(bench.QUICK)
+text15 = bench.render(run(15, 10000.0, 4.0), sz, False)
+ok('**Measured on PostgreSQL 15**' in text15 and '| PostgreSQL measured | 15 |' in text15,
+   'the report says the version it was measured on (its first lines, its Machine table)')
+heads = [line for line in text15.splitlines() if re.match(r'## [0-9]+[.] ', line)]
+ok(len(heads) >= 3 and all(h.endswith('(PostgreSQL 15)') for h in heads),
+   'each figure\'s heading names its version (%s)' % heads)
+ok(bench.report_pg_major(text15) == 15, 'the version is read back from the report')
+p15 = write(text15)
+base = bench.report_figures(p15)
+ok(base is not None and base['pg_major'] == 15 and base['figures']['drain_default'] == 10000.0
+   and base['figures']['latency_p99'] == 4.0 and base['quick'] is False,
+   'the report\'s figures block carries its version and headline figures (%r)' % (base,))
+ok('beside PostgreSQL' not in text15, 'a 15 run sets itself beside nothing')
+
+text17 = bench.render(run(17, 8000.0, 4.4, baseline=base), sz, False)
+ok('**Measured on PostgreSQL 17**' in text17 and 'make bench PG=17' in text17,
+   'a 17 run says so, and how it was made')
+ok('## PostgreSQL 17 beside PostgreSQL 15' in text17,
+   'a 17 run sets its figures beside 15\'s report')
+row = [line for line in text17.splitlines() if line.startswith('| 2. drain, default')]
+ok(row == ['| 2. drain, default settings, msgs/s | 10000 | 8000 | 0.80 | no |'],
+   'a figure 20%% lower is outside 10%% (%s)' % row)
+row = [line for line in text17.splitlines() if line.startswith('| 4. latency p99')]
+ok(row == ['| 4. latency p99, ms | 4.00 | 4.40 | 1.10 | yes |'],
+   'a figure 10%% apart (as printed) is within 10%% (%s)' % row)
+ok('Outside 10%: 2. drain, default settings, msgs/s.' in text17
+   and 'PostgreSQL 15 run: start 1.50, end 2.00' in text17,
+   'the section names what lies outside and both runs\' load')
+ok(bench.report_figures(write(text17))['pg_major'] == 17, 'a 17 report carries its own block')
+
+text = bench.render(run(17, 8000.0, 4.2, baseline=None), sz, False)
+ok('carries no figures block' in text and '| 2. drain, default' not in text,
+   'no 15 report with figures: said, not compared')
+qbase = dict(base, quick=True)
+text = bench.render(run(17, 8000.0, 4.2, baseline=qbase), sz, False)
+ok('is a quick run and this one a full run: not compared' in text,
+   'a quick run and a full one are not set beside each other')
+os.unlink(p15)
 os.unlink(path)
+
 print('1..%d' % len(checks))
 for i, (passed, name) in enumerate(checks, 1):
     print('%sok %d - %s' % ('' if passed else 'not ', i, name))
