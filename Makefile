@@ -23,14 +23,14 @@ OBJS = \
 	src/hooks.o \
 	src/shmem.o \
 	src/ids.o \
-	src/edge.o \
+	src/pure/edge.o \
 	src/validate.o \
 	src/mask.o \
-	src/topic_pattern.o \
+	src/pure/topic_pattern.o \
 	src/topic_pattern_sql.o \
 	src/publish.o \
 	src/capture.o \
-	src/sign.o \
+	src/pure/sign.o \
 	src/spi_helpers.o \
 	src/store.o \
 	src/routing.o \
@@ -38,10 +38,10 @@ OBJS = \
 	src/settle.o \
 	src/health.o \
 	src/handler_health.o \
-	src/outcome.o \
+	src/pure/outcome.o \
 	src/webhook.o \
-	src/http.o \
-	src/budget.o \
+	src/pure/http.o \
+	src/pure/budget.o \
 	src/claim_budget.o \
 	src/jobs.o \
 	src/claim_step.o \
@@ -54,7 +54,9 @@ EXTENSION = grelout
 DATA = $(wildcard sql/*.sql)
 PGFILEDESC = "grelout - transactional outbox with an in-server webhook relay"
 
-PG_CPPFLAGS = -I$(srcdir)/src
+# src/pure/: the files that know nothing of PostgreSQL (no postgres.h), which
+# the unit tests, the fuzz targets and the benchmark's HTTP driver build alone.
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/pure
 SHLIB_LINK = -lcurl -lcrypto
 
 # PGXS knows no header dependencies: gcc writes each object's own (src/*.d,

@@ -1074,7 +1074,7 @@ class Bench:
 
     # -- issue 14: figures 10, 11 and 12 ---------------------------------------
     def fig13(self):
-        """the relay's HTTP engine alone (bench/http_engine.c over src/http.c,
+        """the relay's HTTP engine alone (bench/http_engine.c over src/pure/http.c,
         no PostgreSQL) against the same nginx, with as many requests in
         flight as a relay has by default: what the HTTP side costs a
         delivery, and the most one relay could deliver were the database
@@ -1802,7 +1802,7 @@ def render_issue14(res, sz, quick=False):
             L.append('Not measured (%s).\n' % x['missing'])
         else:
             L.append('The relay\'s HTTP engine without PostgreSQL: `bench/http_engine.c`, built '
-                     'from the same `src/http.c` as the relay (libcurl\'s multi interface, its '
+                     'from the same `src/pure/http.c` as the relay (libcurl\'s multi interface, its '
                      'epoll set, reused handles), sends %d POSTs of figure 2\'s payload with '
                      'the headers a relay sends to the same nginx, %d in flight (the default '
                      '`grelout.concurrency`), each answered request replaced at once; the first '

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * http_engine.c
- *	  Figure 13 of the benchmark: the relay's HTTP engine (src/http.c, the
+ *	  Figure 13 of the benchmark: the relay's HTTP engine (src/pure/http.c, the
  *	  same file the relay is built from) alone, without PostgreSQL, sending
  *	  webhook-like POSTs to a URL with a fixed number of requests in flight.
  *	  It prints one JSON line: requests timed, seconds, CPU microseconds a

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * budget.c
- *	  libFuzzer target: the claim budget (src/budget.c) driven by a relay
+ *	  libFuzzer target: the claim budget (src/pure/budget.c) driven by a relay
  *	  simulated from the input: requests start and finish (answered or
  *	  not), time passes, breakers gate handlers, caps lower their limits,
  *	  and claims take what the budget allows.

@@ -15,7 +15,7 @@
  * its buffer; the outcome class of any stored text is "http NNN" or one of
  * a few fixed words.
  *
- * fuzz/run links this target with the pure files (src/outcome.c among
+ * fuzz/run links this target with the pure files (src/pure/outcome.c among
  * them), as it does every target.
  *
  *-------------------------------------------------------------------------

@@ -4,7 +4,7 @@
  *	  libFuzzer target: the response-header path of the relay's libcurl
  *	  header callback: edge_status_line() on every line, and for
  *	  "Retry-After:" lines edge_header_line() followed by
- *	  edge_retry_after(), exactly as src/http.c chains them.
+ *	  edge_retry_after(), exactly as src/pure/http.c chains them.
  *
  * The input is split into lines at LF (each line keeps its line ending),
  * as libcurl hands header lines over one at a time.

@@ -108,7 +108,7 @@ REVOKE ALL ON FUNCTION grelout.set_secret(text, text, boolean) FROM PUBLIC;
 -- The handler triggers of 1.1 typed the routing lock's key, and their
 -- finish of a fan-out message repeated the relay's rule in plpgsql.  They
 -- now call the library for both: grelout._lock_routing() takes the lock
--- whose key only the library knows (src/constants.h), and
+-- whose key only the library knows (src/pure/constants.h), and
 -- grelout._finalize_fanout() finishes fan-out messages by the relay's own
 -- statement.  Replaced in place: same signatures, so the triggers and the
 -- grants stay.

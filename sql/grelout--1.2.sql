@@ -16,7 +16,7 @@
 -- CREATE EXTENSION fail instead of being adopted.  Calls are qualified with
 -- pg_catalog, and every function that runs SQL pins its search_path.  The
 -- numbers the library and the SQL share (the advisory lock keys) are the
--- library's alone (src/constants.h): the SQL calls it to take a lock.
+-- library's alone (src/pure/constants.h): the SQL calls it to take a lock.
 
 ------------------------------------------------------------------------
 -- The schema

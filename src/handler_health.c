@@ -258,20 +258,11 @@ health_event_json(const char *name, const char *extra)
 	return buf.data;
 }
 
-/* column_named: the number of a handler row's column, 0 when it has none. */
-static int
-column_named(TupleDesc desc, const char *column)
-{
-	int			attnum = SPI_fnumber(desc, column);
-
-	return attnum > 0 ? attnum : 0;
-}
-
 /* bool_column: a boolean column of a handler row (false when NULL). */
 static bool
 bool_column(HeapTuple tup, TupleDesc desc, const char *column)
 {
-	int			attnum = column_named(desc, column);
+	int			attnum = grelout_attnum(desc, column, true);
 	bool		isnull;
 	Datum		d;
 
@@ -332,7 +323,7 @@ handler_changed(TriggerData *td, const char *old_name)
 {
 	TupleDesc	desc = RelationGetDescr(td->tg_relation);
 	HeapTuple	newtup = td->tg_newtuple;
-	char	   *new_name = grelout_text_column(newtup, desc, column_named(desc, "name"));
+	char	   *new_name = grelout_text_column(newtup, desc, grelout_attnum(desc, "name", true));
 	bool		was = bool_column(td->tg_trigtuple, desc, "enabled");
 	bool		now = bool_column(newtup, desc, "enabled");
 
@@ -372,7 +363,7 @@ grelout_handlers_health(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("grelout._handlers_health() must be an AFTER ROW trigger")));
 	desc = RelationGetDescr(td->tg_relation);
-	old_name = grelout_text_column(td->tg_trigtuple, desc, column_named(desc, "name"));
+	old_name = grelout_text_column(td->tg_trigtuple, desc, grelout_attnum(desc, "name", true));
 	if (old_name == NULL)
 		return PointerGetDatum(NULL);
 

@@ -362,6 +362,46 @@ stage_as_publisher(Datum *values, char *nulls, pg_uuid_t *id)
 }
 
 /*
+ * check_dedup_key: a message's dedup_key is at most MAX_KEY_BYTES and not
+ * empty (NULL, not '', means no deduplication).
+ */
+static void
+check_dedup_key(text *dedup)
+{
+	check_length(dedup, "dedup_key", MAX_KEY_BYTES);
+	if (VARSIZE_ANY_EXHDR(dedup) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("dedup_key must not be empty"),
+				 errhint("Pass NULL for no deduplication.")));
+}
+
+/*
+ * due_after: when a message published at now with this delay is due:
+ * now + delay, computed once with the calendar arithmetic of timestamptz +
+ * interval (so '1 mon' is a month, as in 1.0) and stored as that time, so
+ * that what is checked is what the relay sees.  An interval too large to
+ * count (it would wrap) is refused as such before it can be mistaken for a
+ * negative one.
+ */
+static TimestampTz
+due_after(TimestampTz now, Interval *delay)
+{
+	TimestampTz due;
+
+	(void) grelout_interval_usecs(delay, "delay");
+	due = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												  TimestampTzGetDatum(now),
+												  IntervalPGetDatum(delay)));
+	if (due < now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("delay must not be negative"),
+				 errdetail("The message would be due before now().")));
+	return due;
+}
+
+/*
  * publish: outbox_publish(topic, payload, key, headers, delay, dedup_key)
  * under the 1.0 schema (v11 false: 1.0 statements, 1.0 naming rules) or
  * the 1.1 schema (published_by, dedup per role, reserved topics and
@@ -412,12 +452,7 @@ publish(FunctionCallInfo fcinfo, bool v11)
 	{
 		text	   *dedup = PG_GETARG_TEXT_PP(5);
 
-		check_length(dedup, "dedup_key", MAX_KEY_BYTES);
-		if (VARSIZE_ANY_EXHDR(dedup) == 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("dedup_key must not be empty"),
-					 errhint("Pass NULL for no deduplication.")));
+		check_dedup_key(dedup);
 		values[5] = PointerGetDatum(dedup);
 		nulls[5] = ' ';
 	}
@@ -431,28 +466,9 @@ publish(FunctionCallInfo fcinfo, bool v11)
 		grelout_check_headers(headers, "message headers", v11);
 	}
 
-	/*
-	 * delay: the message is due at now() + delay, computed once with the
-	 * calendar arithmetic of timestamptz + interval (so '1 mon' is a month,
-	 * as in 1.0) and stored as that time, so that what is checked is what
-	 * the relay sees.  An interval too large to count (it would wrap) is
-	 * refused as such before it can be mistaken for a negative one.
-	 */
+	/* delay */
 	if (!PG_ARGISNULL(4))
-	{
-		Interval   *delay = PG_GETARG_INTERVAL_P(4);
-		TimestampTz now = available_at;
-
-		(void) grelout_interval_usecs(delay, "delay");
-		available_at = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-															   TimestampTzGetDatum(now),
-															   IntervalPGetDatum(delay)));
-		if (available_at < now)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("delay must not be negative"),
-					 errdetail("The message would be due before now().")));
-	}
+		available_at = due_after(available_at, PG_GETARG_INTERVAL_P(4));
 
 	grelout_uuid7(id);
 	values[0] = UUIDPGetDatum(id);

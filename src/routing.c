@@ -420,6 +420,86 @@ decide_routes(SPITupleTable *tt, uint64 nnew, RouteHandler *hs, int nhandlers,
 }
 
 /*
+ * read_new_messages: up to limit messages not yet routed, in id order (the
+ * new_sql statement), with the payloads when some handler has a filter.
+ * Unless a handler is ordered (whose routing must see every message), the
+ * scan starts where the last full batch stopped, and from the oldest
+ * unrouted message every ROUTE_OLDEST_EVERY_MS.  Returns the rows (in
+ * SPI_tuptable) and sets *nnew.
+ */
+static SPITupleTable *
+read_new_messages(int limit, bool any_filter, bool any_ordered, uint64 *nnew)
+{
+	Oid			types[3] = {INT4OID, BOOLOID, UUIDOID};
+	Datum		values[3];
+	pg_uuid_t	oldest;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		from_last;
+	int			ret;
+
+	from_last = route_from_set && !any_ordered && now < route_oldest_at;
+	if (!from_last)
+	{
+		memset(&oldest, 0, sizeof(oldest));
+		route_oldest_at = TimestampTzPlusMilliseconds(now, ROUTE_OLDEST_EVERY_MS);
+	}
+	grelout_keep_plan(&new_plan, new_sql, 3, types,
+					  CURSOR_OPT_GENERIC_PLAN);
+	values[0] = Int32GetDatum(limit);
+	values[1] = BoolGetDatum(any_filter);
+	values[2] = UUIDPGetDatum(from_last ? &route_from : &oldest);
+	ret = SPI_execute_plan(new_plan, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read new messages: %s", SPI_result_code_string(ret));
+	*nnew = SPI_processed;
+	route_from_set = false;
+	return SPI_tuptable;
+}
+
+/*
+ * write_routes: run the route_sql statement over what decide_routes
+ * chose: each message's handler (or none), its fan-out rows, the
+ * deliveries claimed at once under this lease, and the claimed handlers'
+ * counts.  Returns the claimed rows (in SPI_tuptable) and sets *nrows.
+ */
+static SPITupleTable *
+write_routes(const RouteWrites *w, const RouteHandler *hs, int nhandlers,
+			 int lease_ms, int64 lease_token, uint64 *nrows)
+{
+	Oid			types[13] = {TIDARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT8ARRAYOID,
+		BOOLARRAYOID, BOOLARRAYOID, FLOAT8OID, INT8OID,
+	UUIDARRAYOID, TEXTARRAYOID, BOOLARRAYOID, INT4OID, TEXTARRAYOID};
+	Datum		values[13];
+	List	   *claimed_handlers = NIL;
+	int			ret;
+
+	for (int j = 0; j < nhandlers; j++)
+		if (hs[j].claimed)
+			claimed_handlers = lappend(claimed_handlers, hs[j].name);
+
+	grelout_keep_plan(&route_plan, route_sql, 13, types,
+					  CURSOR_OPT_GENERIC_PLAN);
+	values[0] = store_array(w->ctids, NULL, w->n, TIDOID);
+	values[1] = store_array(w->handlers, w->handler_nulls, w->n, TEXTOID);
+	values[2] = store_array(w->matches, NULL, w->n, INT4OID);
+	values[3] = store_array(w->seqs, w->seq_nulls, w->n, INT8OID);
+	values[4] = store_array(w->claimed, NULL, w->n, BOOLOID);
+	values[5] = store_array(w->want, NULL, w->n, BOOLOID);
+	values[6] = Float8GetDatum((double) lease_ms);
+	values[7] = Int64GetDatum(lease_token);
+	values[8] = store_array(w->fan_ids, NULL, w->nfan, UUIDOID);
+	values[9] = store_array(w->fan_handlers, NULL, w->nfan, TEXTOID);
+	values[10] = store_array(w->fan_claimed, NULL, w->nfan, BOOLOID);
+	values[11] = Int32GetDatum(grelout_max_attempts);
+	values[12] = store_text_array(claimed_handlers);
+	ret = SPI_execute_plan(route_plan, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
+	*nrows = SPI_processed;
+	return SPI_tuptable;
+}
+
+/*
  * store_route: route up to limit new messages (1.1), the oldest first, and
  * claim up to claim_limit of their deliveries as they are routed, under a
  * lease of lease_ms with fencing token lease_token; claim_max is as many
@@ -476,16 +556,6 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 			int lease_ms, int64 lease_token, const ClaimLimits *lims,
 			uint64 *nrows, uint64 *nrouted, bool *cut, bool *blocked)
 {
-	Oid			new_types[3] = {INT4OID, BOOLOID, UUIDOID};
-	Oid			types[13] = {TIDARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT8ARRAYOID,
-		BOOLARRAYOID, BOOLARRAYOID, FLOAT8OID, INT8OID,
-	UUIDARRAYOID, TEXTARRAYOID, BOOLARRAYOID, INT4OID, TEXTARRAYOID};
-	Datum		new_values[3];
-	pg_uuid_t	oldest;
-	TimestampTz now = GetCurrentTimestamp();
-	bool		from_last;
-	Datum		values[13];
-	List	   *claimed_handlers = NIL;
 	RouteHandler *hs;
 	int			nhandlers;
 	bool		any_filter;
@@ -493,7 +563,6 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 	uint64		nnew;
 	SPITupleTable *new_tt;
 	RouteWrites w;
-	int			ret;
 
 	*nrows = *nrouted = 0;
 	*cut = *blocked = false;
@@ -516,26 +585,10 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		return NULL;
 	}
 
-	from_last = route_from_set && !any_ordered && now < route_oldest_at;
-	if (!from_last)
-	{
-		memset(&oldest, 0, sizeof(oldest));
-		route_oldest_at = TimestampTzPlusMilliseconds(now, ROUTE_OLDEST_EVERY_MS);
-	}
-	grelout_keep_plan(&new_plan, new_sql, 3, new_types,
-					  CURSOR_OPT_GENERIC_PLAN);
-	new_values[0] = Int32GetDatum(limit);
-	new_values[1] = BoolGetDatum(any_filter);
-	new_values[2] = UUIDPGetDatum(from_last ? &route_from : &oldest);
-	ret = SPI_execute_plan(new_plan, new_values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not read new messages: %s", SPI_result_code_string(ret));
-	nnew = SPI_processed;
-	route_from_set = false;
+	new_tt = read_new_messages(limit, any_filter, any_ordered, &nnew);
 	if (nnew == 0)
 		return NULL;
 
-	new_tt = SPI_tuptable;
 	writes_init(&w, (int) nnew);
 	*nrouted = decide_routes(new_tt, nnew, hs, nhandlers, claim_limit,
 						   claim_max, &w);
@@ -551,28 +604,5 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 		route_from_set = true;
 	}
 
-	for (int j = 0; j < nhandlers; j++)
-		if (hs[j].claimed)
-			claimed_handlers = lappend(claimed_handlers, hs[j].name);
-
-	grelout_keep_plan(&route_plan, route_sql, 13, types,
-					  CURSOR_OPT_GENERIC_PLAN);
-	values[0] = store_array(w.ctids, NULL, w.n, TIDOID);
-	values[1] = store_array(w.handlers, w.handler_nulls, w.n, TEXTOID);
-	values[2] = store_array(w.matches, NULL, w.n, INT4OID);
-	values[3] = store_array(w.seqs, w.seq_nulls, w.n, INT8OID);
-	values[4] = store_array(w.claimed, NULL, w.n, BOOLOID);
-	values[5] = store_array(w.want, NULL, w.n, BOOLOID);
-	values[6] = Float8GetDatum((double) lease_ms);
-	values[7] = Int64GetDatum(lease_token);
-	values[8] = store_array(w.fan_ids, NULL, w.nfan, UUIDOID);
-	values[9] = store_array(w.fan_handlers, NULL, w.nfan, TEXTOID);
-	values[10] = store_array(w.fan_claimed, NULL, w.nfan, BOOLOID);
-	values[11] = Int32GetDatum(grelout_max_attempts);
-	values[12] = store_text_array(claimed_handlers);
-	ret = SPI_execute_plan(route_plan, values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
-	*nrows = SPI_processed;
-	return SPI_tuptable;
+	return write_routes(&w, hs, nhandlers, lease_ms, lease_token, nrows);
 }

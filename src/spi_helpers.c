@@ -90,6 +90,26 @@ grelout_unpin_search_path(int nest)
 }
 
 /*
+ * grelout_attnum: the attribute number of a row's column by name; when the
+ * row has no such column, 0 if missing_ok (a column that an older installed
+ * schema lacks), else an error.
+ */
+int
+grelout_attnum(TupleDesc desc, const char *name, bool missing_ok)
+{
+	int			attnum = SPI_fnumber(desc, name);
+
+	if (attnum > 0)
+		return attnum;
+	if (!missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" does not exist in this grelout schema", name),
+				 errhint("Update the extension: ALTER EXTENSION grelout UPDATE.")));
+	return 0;
+}
+
+/*
  * grelout_text_column: column attnum (1-based) of a row, of type text, as a
  * palloc'd C string; NULL when it is NULL, or when attnum is not a column
  * (SPI_fnumber's answer for a name the row does not have).

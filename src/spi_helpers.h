@@ -23,6 +23,7 @@ extern SPIPlanPtr grelout_keep_plan(SPIPlanPtr *plan, const char *sql,
 extern int	grelout_pin_search_path(void);
 extern void grelout_unpin_search_path(int nest);
 
+extern int	grelout_attnum(TupleDesc desc, const char *name, bool missing_ok);
 extern char *grelout_text_column(HeapTuple tup, TupleDesc desc, int attnum);
 extern Oid	grelout_relation_owner(Oid relid);
 

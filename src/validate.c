@@ -18,6 +18,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "spi_helpers.h"
 #include "topic_pattern.h"
 #include "utils/builtins.h"
 #include "utils/rel.h"
@@ -247,17 +248,14 @@ check_secret(text *secret, const char *column)
 					   GRELOUT_SECRET_MIN_BYTES, GRELOUT_SECRET_MAX_BYTES)));
 }
 
-/* column: the attribute number of a column of grelout.handlers. */
-static int
-column(TupleDesc desc, const char *name)
+/*
+ * handler_value: the value of a column of a grelout.handlers row, by name
+ * (an error when the installed schema has no such column).
+ */
+static Datum
+handler_value(HeapTuple tuple, TupleDesc desc, const char *name, bool *isnull)
 {
-	int			attnum = SPI_fnumber(desc, name);
-
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("grelout.handlers has no column \"%s\"", name)));
-	return attnum;
+	return heap_getattr(tuple, grelout_attnum(desc, name, false), desc, isnull);
 }
 
 /* text_equal: two text datums hold the same bytes. */
@@ -373,7 +371,7 @@ validate_1_1(TriggerData *trigdata, HeapTuple tuple, TupleDesc desc, int name_at
 		/* an INSERT without a name: the topic text, as 1.0 named handlers */
 		int			attnum = name_att;
 		bool		topic_isnull;
-		Datum		topic = heap_getattr(tuple, column(desc, "topic"), desc, &topic_isnull);
+		Datum		topic = handler_value(tuple, desc, "topic", &topic_isnull);
 
 		if (!topic_isnull)
 		{
@@ -386,11 +384,11 @@ validate_1_1(TriggerData *trigdata, HeapTuple tuple, TupleDesc desc, int name_at
 	if (!isnull)
 		check_name(DatumGetTextPP(d));
 
-	d = heap_getattr(tuple, column(desc, "topic"), desc, &isnull);
+	d = handler_value(tuple, desc, "topic", &isnull);
 	if (!isnull)
 		check_pattern(DatumGetTextPP(d));
 
-	d = heap_getattr(tuple, column(desc, "filter"), desc, &isnull);
+	d = handler_value(tuple, desc, "filter", &isnull);
 	if (!isnull)
 	{
 		Jsonb	   *filter = DatumGetJsonbP(d);
@@ -403,10 +401,10 @@ validate_1_1(TriggerData *trigdata, HeapTuple tuple, TupleDesc desc, int name_at
 					 errhint("Use an object such as '{\"region\": \"eu\"}', or NULL for every message.")));
 	}
 
-	check_positive_cap(tuple, desc, column(desc, "max_in_flight"), "max_in_flight");
-	check_positive_cap(tuple, desc, column(desc, "max_per_second"), "max_per_second");
+	check_positive_cap(tuple, desc, grelout_attnum(desc, "max_in_flight", false), "max_in_flight");
+	check_positive_cap(tuple, desc, grelout_attnum(desc, "max_per_second", false), "max_per_second");
 
-	d = heap_getattr(tuple, column(desc, "on_dead"), desc, &isnull);
+	d = handler_value(tuple, desc, "on_dead", &isnull);
 	if (!isnull)
 	{
 		char	   *on_dead = TextDatumGetCString(d);
@@ -445,27 +443,27 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	desc = RelationGetDescr(trigdata->tg_relation);
 
-	d = heap_getattr(tuple, column(desc, "topic"), desc, &isnull);
+	d = handler_value(tuple, desc, "topic", &isnull);
 	if (!isnull)
 		grelout_check_topic(DatumGetTextPP(d), "handler topic");
 
-	d = heap_getattr(tuple, column(desc, "url"), desc, &isnull);
+	d = handler_value(tuple, desc, "url", &isnull);
 	if (!isnull)
 		check_url(DatumGetTextPP(d));
 
-	d = heap_getattr(tuple, column(desc, "headers"), desc, &isnull);
+	d = handler_value(tuple, desc, "headers", &isnull);
 	if (!isnull)
 		grelout_check_headers(DatumGetJsonbP(d), "handler headers", false);
 
-	d = heap_getattr(tuple, column(desc, "secret"), desc, &isnull);
+	d = handler_value(tuple, desc, "secret", &isnull);
 	if (!isnull)
 		check_secret(DatumGetTextPP(d), "secret");
 
-	d = heap_getattr(tuple, column(desc, "previous_secret"), desc, &isnull);
+	d = handler_value(tuple, desc, "previous_secret", &isnull);
 	if (!isnull)
 		check_secret(DatumGetTextPP(d), "previous_secret");
 
-	d = heap_getattr(tuple, column(desc, "timeout"), desc, &isnull);
+	d = handler_value(tuple, desc, "timeout", &isnull);
 	if (!isnull)
 	{
 		Interval   *iv = DatumGetIntervalP(d);
@@ -481,7 +479,7 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 					 errmsg("handler timeout must be at most 1 hour")));
 	}
 
-	d = heap_getattr(tuple, column(desc, "max_attempts"), desc, &isnull);
+	d = handler_value(tuple, desc, "max_attempts", &isnull);
 	if (!isnull && DatumGetInt32(d) <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -2,11 +2,11 @@
 # test/unit/header_deps.sh: TAP.  A changed header rebuilds the objects that
 # include it and no others (the Makefile has gcc write each object's
 # dependencies; PGXS tracks none).  Run after a build of the tree: it asks
-# make what it would do were src/http.h (then src/budget.h) new, and
+# make what it would do were src/pure/http.h (then src/pure/budget.h) new, and
 # changes nothing.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-out=$(make -n -C "$ROOT" -W src/http.h 2>&1)
+out=$(make -n -C "$ROOT" -W src/pure/http.h 2>&1)
 
 echo "1..6"
 rebuilt() { grep -q -- "-o src/$1.o " <<<"$out"; }
@@ -18,7 +18,7 @@ if ! rebuilt ids; then echo "ok 3 - ids.o (no http.h) is not rebuilt"
 else echo "not ok 3 - ids.o (no http.h) is not rebuilt"; fi
 
 # budget.h: the relay's files include it through relay.h
-out=$(make -n -C "$ROOT" -W src/budget.h 2>&1)
+out=$(make -n -C "$ROOT" -W src/pure/budget.h 2>&1)
 if rebuilt claim_budget; then echo "ok 4 - claim_budget.o (budget.h) is rebuilt"
 else echo "not ok 4 - claim_budget.o (budget.h) is rebuilt"; fi
 if rebuilt cycle; then echo "ok 5 - cycle.o (budget.h through relay.h) is rebuilt"

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_budget.c
- *	  Unit tests of src/budget.c, the claim budget: the window of slots a
+ *	  Unit tests of src/pure/budget.c, the claim budget: the window of slots a
  *	  handler earns by answers, the fair share of a relay's slots among its
  *	  busy handlers (water filling), what each handler and a handler not
  *	  seen yet may take, the slots beyond concurrency when none is free,

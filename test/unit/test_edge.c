@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_edge.c
- *	  Unit tests of src/edge.c, the parsers and checks at grelout's network
+ *	  Unit tests of src/pure/edge.c, the parsers and checks at grelout's network
  *	  edge: header names and values, handler URLs, base64 and webhook
  *	  secrets, HTTP status and header lines, Retry-After, the classification
  *	  of endpoint addresses, CIDRs, and grelout.database lists.  Prints TAP.

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_http.c
- *	  Unit tests of src/http.c, the relay's HTTP engine, against a small
+ *	  Unit tests of src/pure/http.c, the relay's HTTP engine, against a small
  *	  HTTP/1.1 server run in the same process (one thread: the test loop
  *	  drives the engine and the server in turn).  Checked: requests are
  *	  answered and a kept-alive connection is reused; once it is, a request

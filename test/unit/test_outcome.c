@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_outcome.c
- *	  Unit tests of src/outcome.c, the outcome decision of a webhook
+ *	  Unit tests of src/pure/outcome.c, the outcome decision of a webhook
  *	  attempt: 2xx delivered; 410 dead at once even with dead_letter off;
  *	  dead after the last attempt only with dead_letter on; 429/503 with
  *	  Retry-After retried after it, capped by retry_max; everything else

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_sign.c
- *	  Unit tests of src/sign.c, Standard Webhooks 1.0 signatures: the
+ *	  Unit tests of src/pure/sign.c, Standard Webhooks 1.0 signatures: the
  *	  specification's published test vector, and agreement with an
  *	  independent computation (OpenSSL's one-shot HMAC and base64) over
  *	  the exact bytes of "id.timestamp.body", also while sign.c reuses

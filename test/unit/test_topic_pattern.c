@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_topic_pattern.c
- *	  Unit tests of src/topic_pattern.c, handlers' topic patterns: validation (no
+ *	  Unit tests of src/pure/topic_pattern.c, handlers' topic patterns: validation (no
  *	  empty segment, '*' and '#' only as whole segments) and matching ('*'
  *	  one segment, '#' zero or more, others literal; a leading wildcard
  *	  never matches a "grelout." topic), checked case by case and against

@@ -14,10 +14,10 @@
  * A socket libcurl stops watching (its connection went back to the cache)
  * stays in the epoll set, as it was: its next request, on the same
  * connection, usually wants what it had, so a kept-alive connection costs
- * no epoll_ctl a request (two before, an ADD and a DEL: about 4% of the
- * relay's CPU in the default drain).  If such a socket turns ready while
- * nothing wants it (the peer closed the idle connection), it is taken out
- * then.  Only sockets this file opens and closes (opensocket_cb,
+ * no epoll_ctl a request instead of two, an ADD and a DEL (their measured
+ * cost: bench/README, "Figures behind the code").  If such a socket turns
+ * ready while nothing wants it (the peer closed the idle connection), it
+ * is taken out then.  Only sockets this file opens and closes (opensocket_cb,
  * closesocket_cb) are kept so, since only for them is it known when the
  * descriptor is closed and its number may come back as another socket,
  * and the multi handle's own wakeup descriptor, which lives as long as the
