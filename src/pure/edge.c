@@ -417,6 +417,18 @@ edge_base64_decode(const char *src, size_t len, unsigned char *dst, size_t dstca
 }
 
 /*
+ * wipe: clear key material, with a memset the compiler may not drop as a
+ * dead store (explicit_bzero is not in every C library).
+ */
+static void
+wipe(void *p, size_t n)
+{
+	static void *(*const volatile memset_v) (void *, int, size_t) = memset;
+
+	memset_v(p, 0, n);
+}
+
+/*
  * decode_key_part: the base64 part of a secret or signing key into dst
  * (dstcap bytes), its length in *n.  A valid base64 text too long to fit
  * is a length problem (EDGE_SECRET_BAD_LENGTH), not a base64 one.
@@ -432,7 +444,7 @@ decode_key_part(const char *b64, size_t len, unsigned char *dst, size_t dstcap,
 		bool		fits_big = len < 4 * sizeof(big) / 3 &&
 			edge_base64_decode(b64, len, big, sizeof(big)) > 0;
 
-		explicit_bzero(big, sizeof(big));
+		wipe(big, sizeof(big));
 		return fits_big ? EDGE_SECRET_BAD_LENGTH : EDGE_SECRET_BAD_BASE64;
 	}
 	return EDGE_SECRET_OK;
@@ -496,7 +508,7 @@ edge_signing_key_decode(const char *key, size_t len, unsigned char *seed,
 			*has_public = true;
 		}
 	}
-	explicit_bzero(raw, sizeof(raw));
+	wipe(raw, sizeof(raw));
 	return err;
 }
 

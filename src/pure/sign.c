@@ -186,7 +186,7 @@ ed_key_clear(EdKey *k)
 	k->mdctx = NULL;
 	k->pkey = NULL;
 	k->primed = false;
-	explicit_bzero(k->seed, sizeof(k->seed));
+	OPENSSL_cleanse(k->seed, sizeof(k->seed));
 }
 
 /*
@@ -348,13 +348,13 @@ grelout_sign_secret(const char *secret, size_t len, const char *msg_id,
 	if (edge_secret_decode(secret, len, key, &keylen) == EDGE_SECRET_OK)
 	{
 		ret = grelout_sign(key, keylen, msg_id, timestamp, body, bodylen, out);
-		explicit_bzero(key, sizeof(key));
+		OPENSSL_cleanse(key, sizeof(key));
 		return ret;
 	}
 	if (edge_signing_key_decode(secret, len, key, given, &has_public) != EDGE_SECRET_OK)
 		return 1;
 	k = ed_key(key);
-	explicit_bzero(key, sizeof(key));
+	OPENSSL_cleanse(key, sizeof(key));
 	if (k == NULL)
 		return -1;
 	if (has_public &&
@@ -408,7 +408,7 @@ grelout_signing_key_check(const char *key, size_t len, unsigned char *public_key
 	if (err != EDGE_SECRET_OK)
 		return err;
 	ret = grelout_ed25519_public_key(seed, derived);
-	explicit_bzero(seed, sizeof(seed));
+	OPENSSL_cleanse(seed, sizeof(seed));
 	if (ret != 0 ||
 		(has_public &&
 		 CRYPTO_memcmp(given, derived, GRELOUT_ED25519_PUBLIC_BYTES) != 0))
