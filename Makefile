@@ -31,6 +31,7 @@ OBJS = \
 	src/publish.o \
 	src/capture.o \
 	src/pure/sign.o \
+	src/signing_key.o \
 	src/spi_helpers.o \
 	src/store.o \
 	src/routing.o \

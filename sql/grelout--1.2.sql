@@ -335,6 +335,37 @@ CREATE FUNCTION grelout.set_secret(handler text, secret text,
 COMMENT ON FUNCTION grelout.set_secret(text, text, boolean)
 	IS 'set a handler''s signing secret (previous => true: its previous_secret) without the secret in the statement''s text';
 
+-- issue 34: asymmetric signatures (Standard Webhooks "v1a", ed25519)
+--
+-- A handler's secret (or previous_secret) may be an ed25519 signing key,
+-- "whsk_" + base64 of its 32-byte seed (or of seed and public key, 64
+-- bytes); its requests then carry "v1a,<base64 signature>".
+-- new_signing_key() makes one from the server's strong random source;
+-- handler_public_key(name) gives the "whpk_" public key of a handler's
+-- secret, to hand to its receiver (NULL when that secret is no signing
+-- key).  Neither is executable by PUBLIC, as no function of grelout is but
+-- the two pure helpers of the views.  new_signing_key runs as its caller
+-- and reads nothing.  handler_public_key reads the handler's secret with
+-- the extension owner's rights (SECURITY DEFINER) and returns only its
+-- public key: an administrator may GRANT EXECUTE on it to a role that must
+-- not read grelout.handlers.
+CREATE FUNCTION grelout.new_signing_key()
+	RETURNS text
+	AS 'MODULE_PATHNAME', 'grelout_new_signing_key_1_2'
+	LANGUAGE C VOLATILE SECURITY INVOKER
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION grelout.new_signing_key()
+	IS 'a new ed25519 signing key for a handler''s secret (whsk_...), from the server''s strong random source';
+REVOKE ALL ON FUNCTION grelout.new_signing_key() FROM PUBLIC;
+CREATE FUNCTION grelout.handler_public_key(name text)
+	RETURNS text
+	AS 'MODULE_PATHNAME', 'grelout_handler_public_key_1_2'
+	LANGUAGE C STABLE STRICT SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION grelout.handler_public_key(text)
+	IS 'the public key (whpk_...) of a handler''s ed25519 signing key, to give to its receiver; NULL when its secret is no signing key';
+REVOKE ALL ON FUNCTION grelout.handler_public_key(text) FROM PUBLIC;
+
 -- grelout.capture(tbl) puts triggers on a table that publish each row
 -- change in the writing transaction, as outbox_publish would; the triggers
 -- call grelout._capture() with the topic and the captured columns as their

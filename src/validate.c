@@ -3,10 +3,11 @@
  * validate.c
  *	  Validation of what users store: request headers (of messages and of
  *	  handlers) and the rows of grelout.handlers, checked by a trigger so
- *	  that a bad URL, secret, header, timeout or attempt count is refused at
- *	  INSERT or UPDATE with a clear error.  Under the 1.1 schema the trigger
- *	  also gives a handler without a name its topic as name, refuses a
- *	  rename, and checks the topic pattern, filter, caps and on_dead.
+ *	  that a bad URL, secret (whsec_) or signing key (whsk_), header,
+ *	  timeout or attempt count is refused at INSERT or UPDATE with a clear
+ *	  error.  Under the 1.1 schema the trigger also gives a handler without
+ *	  a name its topic as name, refuses a rename, and checks the topic
+ *	  pattern, filter, caps and on_dead.
  *
  *-------------------------------------------------------------------------
  */
@@ -18,6 +19,7 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "sign.h"
 #include "spi_helpers.h"
 #include "topic_pattern.h"
 #include "utils/builtins.h"
@@ -222,8 +224,36 @@ check_url(text *url)
 }
 
 /*
- * check_secret: "whsec_" + base64 of 24 to 64 bytes.  The secret itself
- * never appears in the error.
+ * check_signing_key: a whsk_ key, "whsk_" + base64 of an ed25519 seed (32
+ * bytes) or of seed and public key (64 bytes, the public half the seed's).
+ * The key itself never appears in the error.
+ */
+static void
+check_signing_key(text *key, const char *column)
+{
+	EdgeSecretError err;
+
+	err = grelout_signing_key_check(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), NULL);
+	if (err == EDGE_SECRET_OK)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("invalid handler %s", column),
+			 err == EDGE_SECRET_BAD_BASE64 ?
+			 errdetail("The part after \"whsk_\" is not valid base64.") :
+			 err == EDGE_SECRET_BAD_LENGTH ?
+			 errdetail("The part after \"whsk_\" must decode to an ed25519 key of %d bytes, or of %d bytes with its public key.",
+					   GRELOUT_ED25519_SEED_BYTES,
+					   GRELOUT_ED25519_SEED_BYTES + GRELOUT_ED25519_PUBLIC_BYTES) :
+			 errdetail("The last %d bytes of the key are not the public key of its first %d.",
+					   GRELOUT_ED25519_PUBLIC_BYTES, GRELOUT_ED25519_SEED_BYTES),
+			 errhint("grelout.new_signing_key() makes a signing key.")));
+}
+
+/*
+ * check_secret: "whsec_" + base64 of 24 to 64 bytes (an HMAC secret), or
+ * a "whsk_" signing key (check_signing_key).  The secret itself never
+ * appears in the error.
  */
 static void
 check_secret(text *secret, const char *column)
@@ -232,6 +262,12 @@ check_secret(text *secret, const char *column)
 	size_t		keylen;
 	EdgeSecretError err;
 
+	if (VARSIZE_ANY_EXHDR(secret) >= 5 &&
+		memcmp(VARDATA_ANY(secret), "whsk_", 5) == 0)
+	{
+		check_signing_key(secret, column);
+		return;
+	}
 	err = edge_secret_decode(VARDATA_ANY(secret), VARSIZE_ANY_EXHDR(secret),
 							 key, &keylen);
 	explicit_bzero(key, sizeof(key));
@@ -241,7 +277,7 @@ check_secret(text *secret, const char *column)
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid handler %s", column),
 			 err == EDGE_SECRET_NO_PREFIX ?
-			 errdetail("A signing secret starts with \"whsec_\".") :
+			 errdetail("A signing secret starts with \"whsec_\", or \"whsk_\" for an ed25519 signing key.") :
 			 err == EDGE_SECRET_BAD_BASE64 ?
 			 errdetail("The part after \"whsec_\" is not valid base64.") :
 			 errdetail("The part after \"whsec_\" must decode to %d to %d bytes.",

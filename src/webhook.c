@@ -8,11 +8,12 @@
  *	  Standard Webhooks signature, grelout-topic, grelout-handler (1.1),
  *	  grelout-attempt, grelout-key), then the handler's static headers, then the message's.
  *
- * The only user of sign.c.  Everything a request needs is copied into the
- * job's own memory context, so the job outlives the claim's transaction;
- * a job that fails half-built releases its memory.  The header list is
- * built there too (HeaderLines), not with curl_slist_append: one buffer
- * for the lines and one array for the list's nodes, no malloc a header.
+ * The only signer of requests (sign.c).  Everything a request needs is
+ * copied into the job's own memory context, so the job outlives the
+ * claim's transaction; a job that fails half-built releases its memory.
+ * The header list is built there too (HeaderLines), not with
+ * curl_slist_append: one buffer for the lines and one array for the list's
+ * nodes, no malloc a header.
  *
  *-------------------------------------------------------------------------
  */
@@ -180,35 +181,24 @@ append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
 }
 
 /*
- * append_signature: "v1,<sig>" for the secret, followed by " v1,<sig>" for
- * the previous secret during a rotation.
+ * append_signature: the webhook-signature header for the handler's secret
+ * and previous secret (grelout_signature_value: "v1,..." for a whsec_
+ * secret, "v1a,..." for a whsk_ signing key, both during a rotation), or
+ * none without a secret.
  */
 static void
 append_signature(HeaderLines *list, const char *id, int64 ts,
 				 const char *body, size_t body_len,
 				 const char *secret, const char *previous)
 {
-	const char *secrets[2] = {secret, previous};
-	char		value[2 * GRELOUT_SIGNATURE_LEN];
-	int			len = 0;
+	char		value[2 * GRELOUT_SIGNATURE_MAX_LEN];
+	int			len;
 
-	for (int i = 0; i < 2; i++)
-	{
-		unsigned char key[GRELOUT_SECRET_MAX_BYTES];
-		size_t		keylen;
-
-		if (secrets[i] == NULL ||
-			edge_secret_decode(secrets[i], strlen(secrets[i]), key, &keylen) != EDGE_SECRET_OK)
-			continue;
-		if (len > 0)
-			value[len++] = ' ';
-		if (grelout_sign(key, keylen, id, ts, body, body_len, value + len) != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INTERNAL_ERROR),
-					 errmsg("could not compute webhook signature")));
-		explicit_bzero(key, sizeof(key));
-		len += strlen(value + len);
-	}
+	len = grelout_signature_value(secret, previous, id, ts, body, body_len, value);
+	if (len < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not compute webhook signature")));
 	if (len > 0)
 		append_header(list, "webhook-signature", 17, value, len);
 }

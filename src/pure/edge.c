@@ -2,9 +2,9 @@
  *
  * edge.c
  *	  Parsers and checks at grelout's network edge: header names and values,
- *	  handler URLs, base64 and webhook secrets, HTTP status and header lines,
- *	  Retry-After, and the classification of the addresses an endpoint
- *	  resolves to.
+ *	  handler URLs, base64, webhook secrets and signing keys, HTTP status
+ *	  and header lines, Retry-After, and the classification of the
+ *	  addresses an endpoint resolves to.
  *
  * Everything here works on (pointer, length) input that may hold any bytes,
  * never reads past the length, and uses the C library only, so that the
@@ -417,6 +417,40 @@ edge_base64_decode(const char *src, size_t len, unsigned char *dst, size_t dstca
 }
 
 /*
+ * wipe: clear key material, with a memset the compiler may not drop as a
+ * dead store (explicit_bzero is not in every C library).
+ */
+static void
+wipe(void *p, size_t n)
+{
+	static void *(*const volatile memset_v) (void *, int, size_t) = memset;
+
+	memset_v(p, 0, n);
+}
+
+/*
+ * decode_key_part: the base64 part of a secret or signing key into dst
+ * (dstcap bytes), its length in *n.  A valid base64 text too long to fit
+ * is a length problem (EDGE_SECRET_BAD_LENGTH), not a base64 one.
+ */
+static EdgeSecretError
+decode_key_part(const char *b64, size_t len, unsigned char *dst, size_t dstcap,
+				long *n)
+{
+	*n = edge_base64_decode(b64, len, dst, dstcap);
+	if (*n < 0)
+	{
+		unsigned char big[3 * 1024];
+		bool		fits_big = len < 4 * sizeof(big) / 3 &&
+			edge_base64_decode(b64, len, big, sizeof(big)) > 0;
+
+		wipe(big, sizeof(big));
+		return fits_big ? EDGE_SECRET_BAD_LENGTH : EDGE_SECRET_BAD_BASE64;
+	}
+	return EDGE_SECRET_OK;
+}
+
+/*
  * edge_secret_decode: a Standard Webhooks secret, "whsec_" followed by the
  * base64 of 24 to 64 bytes.  key must hold GRELOUT_SECRET_MAX_BYTES bytes.
  */
@@ -425,24 +459,57 @@ edge_secret_decode(const char *secret, size_t len, unsigned char *key,
 				   size_t *keylen)
 {
 	long		n;
+	EdgeSecretError err;
 
 	if (len < 6 || memcmp(secret, "whsec_", 6) != 0)
 		return EDGE_SECRET_NO_PREFIX;
-	n = edge_base64_decode(secret + 6, len - 6, key, GRELOUT_SECRET_MAX_BYTES);
-	if (n < 0)
-	{
-		/* too long to fit is a length problem, not a base64 one */
-		unsigned char big[3 * 1024];
-
-		if (len - 6 < 4 * sizeof(big) / 3 &&
-			edge_base64_decode(secret + 6, len - 6, big, sizeof(big)) > 0)
-			return EDGE_SECRET_BAD_LENGTH;
-		return EDGE_SECRET_BAD_BASE64;
-	}
+	err = decode_key_part(secret + 6, len - 6, key, GRELOUT_SECRET_MAX_BYTES, &n);
+	if (err != EDGE_SECRET_OK)
+		return err;
 	if (n < GRELOUT_SECRET_MIN_BYTES || n > GRELOUT_SECRET_MAX_BYTES)
 		return EDGE_SECRET_BAD_LENGTH;
 	*keylen = (size_t) n;
 	return EDGE_SECRET_OK;
+}
+
+/*
+ * edge_signing_key_decode: a Standard Webhooks asymmetric signing key,
+ * "whsk_" followed by the base64 of an ed25519 key: its 32-byte seed, or
+ * the 64 bytes of seed and public key (libsodium's secret key form).  seed
+ * gets the seed (GRELOUT_ED25519_SEED_BYTES); with the 64-byte form,
+ * public_key gets the public half (GRELOUT_ED25519_PUBLIC_BYTES) and
+ * *has_public is set.  Whether that public half belongs to the seed takes
+ * the curve arithmetic this file does not do: sign.c checks it
+ * (grelout_signing_key_check).
+ */
+EdgeSecretError
+edge_signing_key_decode(const char *key, size_t len, unsigned char *seed,
+						unsigned char *public_key, bool *has_public)
+{
+	unsigned char raw[GRELOUT_ED25519_SEED_BYTES + GRELOUT_ED25519_PUBLIC_BYTES];
+	long		n;
+	EdgeSecretError err;
+
+	*has_public = false;
+	if (len < 5 || memcmp(key, "whsk_", 5) != 0)
+		return EDGE_SECRET_NO_PREFIX;
+	err = decode_key_part(key + 5, len - 5, raw, sizeof(raw), &n);
+	if (err == EDGE_SECRET_OK &&
+		n != GRELOUT_ED25519_SEED_BYTES &&
+		n != GRELOUT_ED25519_SEED_BYTES + GRELOUT_ED25519_PUBLIC_BYTES)
+		err = EDGE_SECRET_BAD_LENGTH;
+	if (err == EDGE_SECRET_OK)
+	{
+		memcpy(seed, raw, GRELOUT_ED25519_SEED_BYTES);
+		if (n > GRELOUT_ED25519_SEED_BYTES)
+		{
+			memcpy(public_key, raw + GRELOUT_ED25519_SEED_BYTES,
+				   GRELOUT_ED25519_PUBLIC_BYTES);
+			*has_public = true;
+		}
+	}
+	wipe(raw, sizeof(raw));
+	return err;
 }
 
 /*

@@ -20,6 +20,8 @@
 #define GRELOUT_URL_MAX				2048
 #define GRELOUT_SECRET_MIN_BYTES	24
 #define GRELOUT_SECRET_MAX_BYTES	64
+#define GRELOUT_ED25519_SEED_BYTES	32
+#define GRELOUT_ED25519_PUBLIC_BYTES	32
 
 /* Header names and values */
 extern bool edge_header_name_valid(const char *name, size_t len);
@@ -43,7 +45,7 @@ extern EdgeUrlError edge_url_check(const char *url, size_t len);
 #define EDGE_URL_MASK_SIZE(len)		(3 * (len) + 4)
 extern size_t edge_url_mask(const char *url, size_t len, char *out);
 
-/* base64 and Standard Webhooks secrets */
+/* base64, Standard Webhooks secrets (whsec_) and signing keys (whsk_) */
 extern size_t edge_base64_encode(const unsigned char *src, size_t len, char *dst);
 extern long edge_base64_decode(const char *src, size_t len,
 							   unsigned char *dst, size_t dstcap);
@@ -53,10 +55,15 @@ typedef enum EdgeSecretError
 	EDGE_SECRET_OK = 0,
 	EDGE_SECRET_NO_PREFIX,
 	EDGE_SECRET_BAD_BASE64,
-	EDGE_SECRET_BAD_LENGTH
+	EDGE_SECRET_BAD_LENGTH,
+	EDGE_SECRET_KEY_MISMATCH	/* whsk_: the public half is not the seed's */
 } EdgeSecretError;
 extern EdgeSecretError edge_secret_decode(const char *secret, size_t len,
 										  unsigned char *key, size_t *keylen);
+extern EdgeSecretError edge_signing_key_decode(const char *key, size_t len,
+											   unsigned char *seed,
+											   unsigned char *public_key,
+											   bool *has_public);
 
 /* HTTP responses */
 extern bool edge_status_line(const char *line, size_t len, int *status);

@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(347);
+SELECT plan(366);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -355,8 +355,9 @@ SELECT functions_are('grelout',
 	ARRAY['_assert_preloaded', '_handlers_validate', '_mask_url', 'relay_stats', '_topic_matches',
 		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
 		'capture', 'uncapture', '_capture', 'relay_stats_by_database', '_handler_live',
-		'_handlers_health', 'set_secret', '_lock_routing', '_finalize_fanout'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live, _handlers_health and (1.2) set_secret, _lock_routing, _finalize_fanout');
+		'_handlers_health', 'set_secret', '_lock_routing', '_finalize_fanout',
+		'new_signing_key', 'handler_public_key'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live, _handlers_health and (1.2) set_secret, _lock_routing, _finalize_fanout, new_signing_key, handler_public_key');
 -- capture (issue 13): run as the caller (the table's owner is checked as
 -- current_user), search_path pinned; the trigger function runs as the writer
 SELECT isnt_definer('grelout', f, a, 'grelout.' || f || ' is SECURITY INVOKER')
@@ -411,6 +412,48 @@ SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: n
 SELECT table_privs_are('grelout', t, 'public', ARRAY[]::text[], 'grelout.' || t || ': nothing for PUBLIC')
 FROM unnest(ARRAY['outbox', 'handlers', 'status', 'handlers_masked', 'relays', 'fanout',
 	'deliveries', 'handler_health', 'handler_status']::name[]) AS t;
+
+-- issue 34: asymmetric signatures.  new_signing_key() runs as its caller;
+-- handler_public_key(name) reads the handler's secret as the extension's
+-- owner and returns its public key only; neither is PUBLIC's.
+SELECT function_returns('grelout', 'new_signing_key', ARRAY[]::name[], 'text',
+	'grelout.new_signing_key() returns text');
+SELECT function_returns('grelout', 'handler_public_key', ARRAY['text']::name[], 'text',
+	'grelout.handler_public_key(text) returns text');
+SELECT isnt_definer('grelout', 'new_signing_key', ARRAY[]::name[],
+	'grelout.new_signing_key is SECURITY INVOKER');
+SELECT is_definer('grelout', 'handler_public_key', ARRAY['text']::name[],
+	'grelout.handler_public_key is SECURITY DEFINER: who may call it needs not read grelout.handlers');
+SELECT function_lang_is('grelout', f, a, 'c', 'grelout.' || f || ' is written in C')
+FROM (VALUES ('new_signing_key', ARRAY[]::name[]), ('handler_public_key', ARRAY['text']::name[])) AS v(f, a);
+SELECT volatility_is('grelout', 'new_signing_key', ARRAY[]::name[], 'volatile',
+	'grelout.new_signing_key is VOLATILE');
+SELECT volatility_is('grelout', 'handler_public_key', ARRAY['text']::name[], 'stable',
+	'grelout.handler_public_key is STABLE');
+SELECT is_strict('grelout', 'handler_public_key', ARRAY['text']::name[],
+	'grelout.handler_public_key is STRICT');
+SELECT is((SELECT proconfig FROM pg_proc WHERE oid = ('grelout.' || f || a)::regprocedure),
+	ARRAY['search_path=pg_catalog, pg_temp'], 'grelout.' || f || ' pins search_path to pg_catalog, pg_temp')
+FROM (VALUES ('new_signing_key', '()'), ('handler_public_key', '(text)')) AS v(f, a);
+SELECT function_privs_are('grelout', f, a, 'public', ARRAY[]::text[],
+	'grelout.' || f || ': no EXECUTE for PUBLIC')
+FROM (VALUES ('new_signing_key', ARRAY[]::name[]), ('handler_public_key', ARRAY['text']::name[])) AS v(f, a);
+SELECT matches(grelout.new_signing_key(), '^whsk_[A-Za-z0-9+/]{43}=$',
+	'new_signing_key: whsk_ + base64 of 32 bytes');
+SELECT isnt(grelout.new_signing_key(), grelout.new_signing_key(), 'new_signing_key: a new key each call');
+INSERT INTO grelout.handlers (name, topic, url, secret, enabled) VALUES
+	('pgtap.sk', 'pgtap.sk', 'http://127.0.0.1:9/',
+		'whsk_' || encode('\x9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60'::bytea, 'base64'), false),
+	('pgtap.hmac', 'pgtap.hmac', 'http://127.0.0.1:9/', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', false);
+SELECT is(grelout.handler_public_key('pgtap.sk'),
+	'whpk_' || encode('\xd75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a'::bytea, 'base64'),
+	'handler_public_key: the public key of RFC 8032''s test vector 1');
+SELECT is(grelout.handler_public_key('pgtap.hmac'), NULL, 'handler_public_key: NULL for a whsec_ secret');
+SELECT throws_ok($$SELECT grelout.handler_public_key('pgtap.missing')$$, '42704',
+	'handler "pgtap.missing" does not exist', 'handler_public_key: an unknown handler is an error');
+SELECT throws_ok($$UPDATE grelout.handlers SET secret = 'whsk_' || encode('\x00'::bytea, 'base64') WHERE name = 'pgtap.sk'$$,
+	'22023', 'invalid handler secret', 'a malformed whsk_ key is refused');
+DELETE FROM grelout.handlers WHERE name IN ('pgtap.sk', 'pgtap.hmac');
 
 -- issue 11: the stored breakers, the handlers' health view and its indexes
 SELECT columns_are('grelout', 'handler_health',

@@ -1,8 +1,8 @@
-# Secrets never leak.  Handlers hold signing secrets (current and previous)
-# and an Authorization header; after signed deliveries, retries, HTTP
+# Secrets never leak.  Handlers hold signing secrets (current and previous,
+# whsec_, and a whsk_ ed25519 signing key) and an Authorization header; after signed deliveries, retries, HTTP
 # errors, a 410, connection failures, timeouts and dead letters, and after
-# handler updates refused for a malformed secret or header, neither any
-# secret (whole, or its base64 part) nor the header's token appears in the
+# handler updates refused for a malformed secret, signing key or header,
+# neither any secret (whole, or its base64 part) nor the header's token appears in the
 # server log (log_statement = all, debug1), pg_stat_activity,
 # grelout.status, grelout.relays, grelout.handlers_masked, any last_error,
 # an error message, or the relay's process title.
@@ -44,13 +44,17 @@ my $token = secret(30, '');
 my $bad_short = secret(23);
 my $bad_prefix = secret(32, '');
 my $bad_chars = secret(33);
+my $sk = secret(32, 'whsk_');
+my $bad_sk = secret(33, 'whsk_');
 my @needles = (
 	[ 'secret', $s1->[1] ], [ "secret's base64", $s1->[2] ],
 	[ 'previous secret', $s2->[1] ], [ "previous secret's base64", $s2->[2] ],
 	[ 'authorization token', $token->[2] ],
 	[ 'refused 23-byte secret', $bad_short->[2] ],
 	[ 'refused secret without prefix', $bad_prefix->[2] ],
-	[ 'refused secret with a bad character', $bad_chars->[2] ]);
+	[ 'refused secret with a bad character', $bad_chars->[2] ],
+	[ 'signing key', $sk->[1] ], [ "signing key's base64", $sk->[2] ],
+	[ 'refused signing key of 33 bytes', $bad_sk->[2] ]);
 
 my $recv = start_receiver();
 my $node = grelout_node('secrets',
@@ -67,6 +71,7 @@ close $closed;
 
 my %handlers = (
 	ok => [ $recv->url('/ok'), undef ],
+	ed => [ $recv->url('/ed'), undef ],
 	rot => [ $recv->url('/rot'), undef ],
 	fail => [ $recv->url('/fail'), undef ],
 	gone => [ $recv->url('/gone'), undef ],
@@ -80,14 +85,14 @@ for my $t (sort keys %handlers)
 {
 	my ($url, $timeout) = @{ $handlers{$t} };
 	my $prev = $t eq 'rot' ? $s1->[0] : 'NULL';
-	my $sec = $t eq 'rot' ? $s2->[0] : $s1->[0];
+	my $sec = $t eq 'rot' ? $s2->[0] : $t eq 'ed' ? $sk->[0] : $s1->[0];
 	$node->safe_psql('app', "INSERT INTO grelout.handlers (topic, url, secret, previous_secret, headers, timeout)
 		VALUES ('$t', '$url', $sec, $prev,
 			jsonb_build_object('authorization', 'Bearer ' || encode('\\x"
 		  . unpack('H*', MIME::Base64::decode_base64($token->[2])) . "'::bytea, 'base64')),
 			" . ($timeout // 'NULL') . ")");
 }
-is($node->safe_psql('app', "SELECT count(*) FROM grelout.handlers WHERE secret = $s1->[0] OR secret = $s2->[0]"),
+is($node->safe_psql('app', "SELECT count(*) FROM grelout.handlers WHERE secret IN ($s1->[0], $s2->[0], $sk->[0])"),
 	scalar(keys %handlers), 'the handlers hold the expected secrets');
 
 my @haystacks;
@@ -134,7 +139,8 @@ like($errors, qr/HTTP 410/, 'one failure is an HTTP 410');
 like($errors, qr/could not connect/, 'one failure is a refused connection');
 like($errors, qr/timed out/, 'one failure is a timeout');
 my @signed = grep { $_->{headers}{'webhook-signature'} && $_->{headers}{authorization} } @{ $recv->requests };
-cmp_ok(scalar(@signed), '>=', 4 + 2 + 2, 'the requests were signed and carried the authorization header');
+cmp_ok(scalar(@signed), '>=', 4 + 2 + 2 + 2, 'the requests were signed and carried the authorization header');
+like($recv->requests('/ed')->[0]{headers}{'webhook-signature'}, qr/^v1a,/, 'the signing key signed v1a');
 is($recv->requests('/ok')->[0]{headers}{authorization}, "Bearer $token->[2]",
 	'the token did reach the receiver (it is what we look for)');
 
@@ -143,6 +149,8 @@ my @refusals = (
 	[ "UPDATE grelout.handlers SET secret = $bad_short->[0] WHERE topic = 'ok'", qr/invalid handler secret/ ],
 	[ "UPDATE grelout.handlers SET previous_secret = $bad_prefix->[0] WHERE topic = 'ok'", qr/invalid handler previous_secret/ ],
 	[ "UPDATE grelout.handlers SET secret = $bad_chars->[0] || '!' WHERE topic = 'ok'", qr/invalid handler secret/ ],
+	[ "UPDATE grelout.handlers SET secret = $bad_sk->[0] WHERE topic = 'ed'", qr/invalid handler secret/ ],
+	[ "SELECT grelout.set_secret('ed', $bad_sk->[0], previous => true)", qr/invalid handler previous_secret/ ],
 	[ "UPDATE grelout.handlers SET headers = jsonb_build_object('authorization', 'Bearer ' || "
 		  . "encode('\\x" . unpack('H*', MIME::Base64::decode_base64($token->[2])) . "'::bytea, 'base64') || E'\\r\\n') WHERE topic = 'ok'",
 		qr/invalid header value/ ]);

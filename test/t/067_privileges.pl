@@ -1,8 +1,10 @@
 # A role granted EXECUTE on outbox_publish can publish and nothing more: it
 # cannot read grelout.handlers (secrets) or grelout.handlers_masked, read or
-# change any message, write handlers, call redrive or purge, change any
-# relay setting (SET, set_config, ALTER SYSTEM, ALTER ROLE/DATABASE SET,
-# reload), even once an administrator grants it USAGE on schema grelout;
+# change any message, write handlers, call redrive or purge, make signing
+# keys or read a handler's public key, change any relay setting (SET,
+# set_config, ALTER SYSTEM, ALTER ROLE/DATABASE SET, reload), even once an
+# administrator grants it USAGE on schema grelout; a role granted EXECUTE
+# on grelout.handler_public_key gets public keys and still no secret;
 # and objects it creates in its own schema cannot hijack grelout's
 # functions, whose search_path is pinned (outbox_publish runs as the caller
 # and raises its privileges for its insert only).
@@ -22,6 +24,8 @@ $node->safe_psql('app', qq{
 	GRANT CREATE ON DATABASE app TO producer;
 	INSERT INTO grelout.handlers (topic, url, secret, enabled)
 		VALUES ('orders', '} . $recv->url('/orders') . qq{', '$secret', false);
+	INSERT INTO grelout.handlers (topic, url, secret, enabled)
+		VALUES ('signed', '} . $recv->url('/signed') . qq{', grelout.new_signing_key(), false);
 });
 my $other = $node->safe_psql('app',
 	"SELECT outbox_publish('orders', '{\"owner\": \"admin\"}', dedup_key => 'admin-1')");
@@ -79,6 +83,9 @@ my @reads = (
 	[ 'CREATE TABLE grelout.mine (x int)', 'creating objects in schema grelout' ],
 	[ 'SELECT outbox_redrive()', 'calling outbox_redrive' ],
 	[ 'SELECT outbox_purge()', 'calling outbox_purge' ],
+	[ 'SELECT grelout.new_signing_key()', 'making a signing key' ],
+	[ "SELECT grelout.handler_public_key('signed')", "reading a handler's public key" ],
+	[ "SELECT grelout.set_secret('signed', grelout.new_signing_key())", 'setting a signing key' ],
 );
 for my $phase ('no schema usage', 'USAGE on schema grelout granted')
 {
@@ -120,6 +127,28 @@ is($node->safe_psql('app', "SELECT published_by::regrole FROM grelout.outbox WHE
 my ($r3, $id2b) = as('producer', "SELECT outbox_publish('orders', '{}', dedup_key => 'admin-1')");
 is($id2b, $id2, '... and the producer\'s own key deduplicates');
 is($node->safe_psql('app', "SELECT count(*) FROM grelout.outbox"), '3', '... storing one message for each role');
+
+# 4b. handler_public_key, granted to a role that may not read the handlers,
+# gives the public key and nothing more (SECURITY DEFINER); new_signing_key,
+# granted, runs as its caller
+$node->safe_psql('app', q{
+	CREATE ROLE keyreader LOGIN;
+	GRANT USAGE ON SCHEMA grelout TO keyreader;
+	GRANT EXECUTE ON FUNCTION grelout.handler_public_key(text), grelout.new_signing_key() TO keyreader;
+});
+my $pub_admin = $node->safe_psql('app', "SELECT grelout.handler_public_key('signed')");
+like($pub_admin, qr{^whpk_[A-Za-z0-9+/]{43}=$}, 'an administrator reads the whpk_ public key');
+($ret, my $pub_reader, $err) = as('keyreader', "SELECT grelout.handler_public_key('signed')");
+is($ret, 0, 'a role granted EXECUTE on handler_public_key calls it') or diag($err);
+is($pub_reader, $pub_admin, '... and gets the same public key');
+($ret, my $none, $err) = as('keyreader', "SELECT grelout.handler_public_key('orders') IS NULL");
+is($none, 't', '... NULL for a handler whose secret is a whsec_ one');
+denied('keyreader', 'SELECT secret FROM grelout.handlers', '... while reading handler secrets');
+denied('keyreader', 'SELECT * FROM grelout.handlers_masked', '... and grelout.handlers_masked');
+denied('keyreader', "UPDATE grelout.handlers SET secret = grelout.new_signing_key()", '... and changing a secret');
+($ret, my $key, $err) = as('keyreader', 'SELECT grelout.new_signing_key()');
+like($key, qr{^whsk_[A-Za-z0-9+/]{43}=$}, 'new_signing_key, granted, makes a key for its caller');
+unlike(slurp_file($node->logfile), qr/\Q$key\E/, '... which is not in the server log');
 
 # 5. the SECURITY DEFINER functions pin search_path
 is($node->safe_psql('app', q{
