@@ -53,9 +53,11 @@
  * (below the idle timeouts of common load balancers, which would
  * otherwise close it just as a request is sent on it) and no connection
  * is used for new requests after CONN_LIFETIME_S (a name's new addresses
- * and a load balancer's other backends get used).  An HTTP/2 answer that
- * came whole before the server read the request's body counts as the
- * answer, though libcurl 7.88 reports the transfer failed (answered_early).
+ * and a load balancer's other backends get used).  A connection libcurl
+ * frees without a TLS close leaves its session resumable (tls_ex_free).
+ * An HTTP/2 answer that came whole before the server read the request's
+ * body counts as the answer, though libcurl 7.88 reports the transfer
+ * failed (answered_early).
  *
  * Policy enforced here on every request: only http and https, no
  * redirects, TLS verification on, an optional CA bundle, no proxy from the
@@ -63,7 +65,8 @@
  * connection to loopback, private, link-local, multicast or unspecified
  * addresses, checked on the resolved address at connect time.
  *
- * Uses libcurl and the C library only.
+ * Uses libcurl, OpenSSL (only where libcurl uses the same) and the C
+ * library.
  *
  *-------------------------------------------------------------------------
  */
@@ -78,6 +81,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <openssl/crypto.h>
+#include <openssl/ssl.h>
 
 /* the pool's size: the requests that may be in flight, and at least this */
 #define POOL_MIN			64
@@ -154,6 +159,77 @@ struct HttpHandle
 };
 
 static void handle_free(HttpEngine *engine, HttpHandle *h);
+
+/*
+ * Keeping TLS sessions resumable (see tls_ctx_cb).  tls_ex_index is the
+ * SSL ex_data index whose free callback runs in SSL_free, before OpenSSL
+ * looks at how the connection was closed; -1 until made, 0 when this
+ * process cannot use it (libcurl does not use the OpenSSL we link).
+ */
+static int	tls_ex_index = -1;
+static char tls_ours;			/* the ex_data value marking our SSLs */
+
+/*
+ * tls_ex_free: an SSL libcurl made for one of our connections is being
+ * freed.  libcurl 7.88 frees an HTTP/2 connection's SSL, and that of a
+ * connection it found dead, without a TLS close (SSL_shutdown), and
+ * OpenSSL then marks the session that connection used unresumable, the
+ * very session libcurl keeps for the origin's next connection.  Since TLS
+ * 1.1 a connection closed improperly no longer bars resuming its session
+ * (RFC 5246, 7.2.1), so the SSL is marked closed here, which leaves the
+ * session alone.
+ */
+static void
+tls_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+			void *argp)
+{
+	if (ptr == &tls_ours && parent != NULL)
+		SSL_set_shutdown((SSL *) parent, SSL_get_shutdown((SSL *) parent) | SSL_SENT_SHUTDOWN);
+}
+
+/* tls_info_cb: a handshake starts on one of our connections: mark its SSL. */
+static void
+tls_info_cb(const SSL *ssl, int where, int ret)
+{
+	if ((where & SSL_CB_HANDSHAKE_START) && tls_ex_index > 0)
+		SSL_set_ex_data((SSL *) ssl, tls_ex_index, &tls_ours);
+}
+
+/*
+ * tls_ctx_cb: libcurl set up the SSL_CTX of a new connection
+ * (CURLOPT_SSL_CTX_FUNCTION): follow its handshakes (tls_info_cb).
+ */
+static CURLcode
+tls_ctx_cb(CURL *easy, void *ctx, void *userp)
+{
+	SSL_CTX_set_info_callback((SSL_CTX *) ctx, tls_info_cb);
+	return CURLE_OK;
+}
+
+/*
+ * tls_hook_usable: may the engine reach into libcurl's TLS objects?  Only
+ * when libcurl's TLS library is the OpenSSL this process links (the same
+ * version string), and once the ex_data index is made.
+ */
+static bool
+tls_hook_usable(void)
+{
+	if (tls_ex_index < 0)
+	{
+		const curl_version_info_data *info = curl_version_info(CURLVERSION_NOW);
+		char		ours[64];
+
+		snprintf(ours, sizeof(ours), "OpenSSL/%s", OpenSSL_version(OPENSSL_VERSION_STRING));
+		tls_ex_index = 0;
+		if (info->ssl_version && strcmp(info->ssl_version, ours) == 0)
+		{
+			int			idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, tls_ex_free);
+
+			tls_ex_index = idx > 0 ? idx : 0;
+		}
+	}
+	return tls_ex_index > 0;
+}
 
 /* now_ms: a monotonic clock in milliseconds. */
 static int64_t
@@ -629,6 +705,8 @@ handle_new(HttpEngine *engine)
 		h->share->refs++;
 	}
 	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
+	if (tls_hook_usable())
+		curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, tls_ctx_cb);
 	curl_easy_setopt(easy, CURLOPT_MAXAGE_CONN, (long) IDLE_CONN_MAX_S);
 	curl_easy_setopt(easy, CURLOPT_MAXLIFETIME_CONN, (long) CONN_LIFETIME_S);
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
