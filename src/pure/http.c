@@ -781,21 +781,32 @@ handle_put(HttpEngine *engine, HttpHandle *h)
 }
 
 /*
- * origin_of: the origin of an https URL ("https://host:port", as written
- * in the URL) into buf; false for any other URL or one too long to keep.
+ * origin_of: the origin of an https URL ("https://host:port" as written in
+ * the URL, without any user name and password) into buf; false for any
+ * other URL or one too long to keep.
  */
 static bool
 origin_of(const char *url, char *buf, size_t size)
 {
+	const char *host;
 	size_t		n;
 
 	if (strncasecmp(url, "https://", 8) != 0)
 		return false;
-	n = 8 + strcspn(url + 8, "/?#");
-	if (n >= size)
+	host = url + 8;
+	n = strcspn(host, "/?#");
+	for (size_t i = n; i > 0; i--)
+		if (host[i - 1] == '@')	/* the host follows the last '@' */
+		{
+			host += i;
+			n -= i;
+			break;
+		}
+	if (8 + n >= size)
 		return false;
-	memcpy(buf, url, n);
-	buf[n] = '\0';
+	memcpy(buf, "https://", 8);
+	memcpy(buf + 8, host, n);
+	buf[8 + n] = '\0';
 	return true;
 }
 
