@@ -96,7 +96,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "out of memory\n");
 		return 1;
 	}
-	http_engine_configure(engine, NULL, false, NULL);
+	http_engine_configure(engine, NULL, false, NULL, conc);
 	for (int i = 0; i < conc && started < total; i++, started++)
 	{
 		reqs[i].url = argv[1];

@@ -166,14 +166,19 @@ relay_report_idle(void)
 	pgstat_report_activity(STATE_IDLE, life.activity);
 }
 
-/* reload_settings: SIGHUP, and once at start. */
+/*
+ * reload_settings: SIGHUP, and once at start.  The engine's connection
+ * pool is sized to the most requests the relay may have in flight (per
+ * handler, as with a 1.1 schema: the larger bound).
+ */
 static void
 reload_settings(bool initial)
 {
 	if (!initial)
 		ProcessConfigFile(PGC_SIGHUP);
 	http_engine_configure(life.engine, grelout_ca_file,
-						  grelout_block_private_networks, grelout_allowed_networks);
+						  grelout_block_private_networks, grelout_allowed_networks,
+						  budget_most_running(grelout_concurrency, true));
 	cycle_want_claim();
 }
 

@@ -35,13 +35,38 @@
  * request reaches the next.  A change of the engine's settings retires
  * every handle made before it.
  *
+ * Connections are pooled per origin (scheme, host, port) by the multi
+ * handle, whichever handler's request opened them, and the pool is sized
+ * to the relay's bound on requests in flight (http_engine_configure's
+ * max_in_flight), so that an origin's connections are not closed while
+ * others are busy.  Over https every request offers HTTP/2 by ALPN and
+ * takes HTTP/1.1 where the server offers only that; HTTP/2 requests to an
+ * origin are multiplexed on one connection (up to 100 streams), and a
+ * request to an origin not known to speak HTTP/1 only waits for the
+ * connection already being set up to it (CURLOPT_PIPEWAIT) rather than
+ * opening one of its own.  The engine remembers the https origins that
+ * answered over HTTP/1.1 (origin_h1) so that their requests do not wait.
+ * TLS sessions (and resolved names) are kept in a share all handles use,
+ * so that a new connection to an origin resumes its TLS session; a new
+ * CA file brings a new share, the old one freed once no handle uses it
+ * (HttpShare).  An idle connection is not reused after IDLE_CONN_MAX_S
+ * (below the idle timeouts of common load balancers, which would
+ * otherwise close it just as a request is sent on it) and no connection
+ * is used for new requests after CONN_LIFETIME_S (a name's new addresses
+ * and a load balancer's other backends get used).  A connection libcurl
+ * frees without a TLS close leaves its session resumable (tls_ex_free).
+ * An HTTP/2 answer that came whole before the server read the request's
+ * body counts as the answer, though libcurl 7.88 reports the transfer
+ * failed (answered_early).
+ *
  * Policy enforced here on every request: only http and https, no
  * redirects, TLS verification on, an optional CA bundle, no proxy from the
  * environment, a bounded read of the response body, and (when asked) no
  * connection to loopback, private, link-local, multicast or unspecified
  * addresses, checked on the resolved address at connect time.
  *
- * Uses libcurl and the C library only.
+ * Uses libcurl, OpenSSL (only where libcurl uses the same) and the C
+ * library.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,10 +76,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+#include <openssl/crypto.h>
+#include <openssl/ssl.h>
+
+/* the pool's size: the requests that may be in flight, and at least this */
+#define POOL_MIN			64
+/* HTTP/2 streams on one connection before another is opened */
+#define MAX_STREAMS			100
+/* seconds an idle connection may be reused, and a connection used at all */
+#define IDLE_CONN_MAX_S		50
+#define CONN_LIFETIME_S		300
+/* https origins remembered as speaking HTTP/1 only */
+#define ORIGIN_H1_MAX		64
+#define ORIGIN_MAX_LEN		256
+
+/*
+ * The TLS session and DNS cache of the handles made under one setting of
+ * the engine.  refs counts the handles attached to it; a share replaced
+ * by a new one is freed when its last handle is.
+ */
+typedef struct HttpShare
+{
+	CURLSH	   *sh;
+	int			refs;
+} HttpShare;
 
 struct HttpEngine
 {
@@ -71,6 +121,12 @@ struct HttpEngine
 	int			nidle;
 	int			idle_cap;
 	unsigned	settings;		/* bumped by every http_engine_configure */
+	HttpShare  *share;			/* for handles made now; NULL if none */
+	long		max_connects;	/* the pool's size (CURLMOPT_MAXCONNECTS) */
+
+	/* https origins that answered over HTTP/1 (oldest first) */
+	char		origin_h1[ORIGIN_H1_MAX][ORIGIN_MAX_LEN];
+	int			norigin_h1;
 
 	/* per descriptor: WATCH_* bits (see socket_cb) */
 	unsigned char *watch;
@@ -99,9 +155,82 @@ struct HttpHandle
 {
 	CURL	   *easy;
 	unsigned	settings;
+	HttpShare  *share;			/* the share it is attached to, or NULL */
 };
 
-static void handle_free(HttpHandle *h);
+static void handle_free(HttpEngine *engine, HttpHandle *h);
+
+/*
+ * Keeping TLS sessions resumable (see tls_ctx_cb).  tls_ex_index is the
+ * SSL ex_data index whose free callback runs in SSL_free, before OpenSSL
+ * looks at how the connection was closed; -1 until made, 0 when this
+ * process cannot use it (libcurl does not use the OpenSSL we link).
+ */
+static int	tls_ex_index = -1;
+static char tls_ours;			/* the ex_data value marking our SSLs */
+
+/*
+ * tls_ex_free: an SSL libcurl made for one of our connections is being
+ * freed.  libcurl 7.88 frees an HTTP/2 connection's SSL without a TLS
+ * close (SSL_shutdown; seen when it drops one the server closed, or one
+ * idle too long), and OpenSSL then marks the session that connection used
+ * unresumable, the very session libcurl keeps for the origin's next
+ * connection.  Since TLS
+ * 1.1 a connection closed improperly no longer bars resuming its session
+ * (RFC 5246, 7.2.1), so the SSL is marked closed here, which leaves the
+ * session alone.
+ */
+static void
+tls_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+			void *argp)
+{
+	if (ptr == &tls_ours && parent != NULL)
+		SSL_set_shutdown((SSL *) parent, SSL_get_shutdown((SSL *) parent) | SSL_SENT_SHUTDOWN);
+}
+
+/* tls_info_cb: a handshake starts on one of our connections: mark its SSL. */
+static void
+tls_info_cb(const SSL *ssl, int where, int ret)
+{
+	if ((where & SSL_CB_HANDSHAKE_START) && tls_ex_index > 0)
+		SSL_set_ex_data((SSL *) ssl, tls_ex_index, &tls_ours);
+}
+
+/*
+ * tls_ctx_cb: libcurl set up the SSL_CTX of a new connection
+ * (CURLOPT_SSL_CTX_FUNCTION): follow its handshakes (tls_info_cb).
+ */
+static CURLcode
+tls_ctx_cb(CURL *easy, void *ctx, void *userp)
+{
+	SSL_CTX_set_info_callback((SSL_CTX *) ctx, tls_info_cb);
+	return CURLE_OK;
+}
+
+/*
+ * tls_hook_usable: may the engine reach into libcurl's TLS objects?  Only
+ * when libcurl's TLS library is the OpenSSL this process links (the same
+ * version string), and once the ex_data index is made.
+ */
+static bool
+tls_hook_usable(void)
+{
+	if (tls_ex_index < 0)
+	{
+		const curl_version_info_data *info = curl_version_info(CURLVERSION_NOW);
+		char		ours[64];
+
+		snprintf(ours, sizeof(ours), "OpenSSL/%s", OpenSSL_version(OPENSSL_VERSION_STRING));
+		tls_ex_index = 0;
+		if (info->ssl_version && strcmp(info->ssl_version, ours) == 0)
+		{
+			int			idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, tls_ex_free);
+
+			tls_ex_index = idx > 0 ? idx : 0;
+		}
+	}
+	return tls_ex_index > 0;
+}
 
 /* now_ms: a monotonic clock in milliseconds. */
 static int64_t
@@ -263,7 +392,8 @@ write_cb(char *data, size_t size, size_t nmemb, void *userp)
 
 /*
  * header_cb: follow the status line of each response (a 100 Continue may
- * come first) and pick up Retry-After.
+ * come first), pick up Retry-After, and note the end of a final
+ * response's headers.
  */
 static size_t
 header_cb(char *line, size_t size, size_t nmemb, void *userp)
@@ -278,7 +408,10 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 	{
 		req->status = status;
 		req->has_retry_after = false;
+		req->headers_done = false;
 	}
+	else if ((n == 2 && line[0] == '\r' && line[1] == '\n') || (n == 1 && line[0] == '\n'))
+		req->headers_done = req->status >= 200;
 	else if (edge_header_line(line, n, "retry-after", &value, &vlen))
 	{
 		int64_t		delay;
@@ -423,18 +556,86 @@ http_engine_create(void)
 	curl_multi_setopt(engine->multi, CURLMOPT_SOCKETDATA, engine);
 	curl_multi_setopt(engine->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(engine->multi, CURLMOPT_TIMERDATA, engine);
+	curl_multi_setopt(engine->multi, CURLMOPT_PIPELINING, (long) CURLPIPE_MULTIPLEX);
+	curl_multi_setopt(engine->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long) MAX_STREAMS);
+	engine->max_connects = POOL_MIN;
+	curl_multi_setopt(engine->multi, CURLMOPT_MAXCONNECTS, engine->max_connects);
 	return engine;
+}
+
+/*
+ * share_new: a share of TLS sessions and resolved names for the handles
+ * made from now on; NULL when libcurl cannot make one (the handles then
+ * work without: each resumes only the sessions it made itself).
+ */
+static HttpShare *
+share_new(void)
+{
+	HttpShare  *share = calloc(1, sizeof(HttpShare));
+
+	if (share == NULL)
+		return NULL;
+	share->sh = curl_share_init();
+	if (share->sh == NULL ||
+		curl_share_setopt(share->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
+		curl_share_setopt(share->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK)
+	{
+		if (share->sh)
+			curl_share_cleanup(share->sh);
+		free(share);
+		return NULL;
+	}
+	return share;
+}
+
+/*
+ * share_release: a handle attached to share is gone; the share goes too
+ * when it was the last one and the engine has moved to a newer share.
+ */
+static void
+share_release(HttpEngine *engine, HttpShare *share)
+{
+	if (share == NULL)
+		return;
+	if (--share->refs == 0 && share != engine->share)
+	{
+		curl_share_cleanup(share->sh);
+		free(share);
+	}
 }
 
 /*
  * http_engine_configure: the settings that apply to requests started from
  * now on.  allowed_networks is the list grelout.allowed_networks' check
  * hook parsed (NULL for none); the engine keeps a copy of it.
+ * max_in_flight is the most requests the caller has in flight at once:
+ * the connection pool keeps that many (at least POOL_MIN), where libcurl
+ * would keep only four per request in flight now, and so close and open
+ * again the connections of origins that are quiet for a moment.  A change
+ * of CA file starts a new share of TLS sessions (none made under the old
+ * one is resumed); otherwise the share is kept.
  */
 void
 http_engine_configure(HttpEngine *engine, const char *ca_file,
-					  bool block_private, const EdgeCidrList *allowed_networks)
+					  bool block_private, const EdgeCidrList *allowed_networks,
+					  int max_in_flight)
 {
+	HttpShare  *old = engine->share;
+	bool		same_ca = (engine->ca_file == NULL) ?
+		!(ca_file && ca_file[0]) :
+		(ca_file && strcmp(engine->ca_file, ca_file) == 0);
+
+	engine->max_connects = (max_in_flight > POOL_MIN) ? max_in_flight : POOL_MIN;
+	curl_multi_setopt(engine->multi, CURLMOPT_MAXCONNECTS, engine->max_connects);
+	if (old == NULL || !same_ca)
+	{
+		engine->share = share_new();
+		if (old != NULL && old->refs == 0)
+		{
+			curl_share_cleanup(old->sh);
+			free(old);
+		}
+	}
 	free(engine->ca_file);
 	engine->ca_file = (ca_file && ca_file[0]) ? strdup(ca_file) : NULL;
 	engine->block_private = block_private;
@@ -446,7 +647,7 @@ http_engine_configure(HttpEngine *engine, const char *ca_file,
 	/* handles in flight are retired when they come back (handle_put) */
 	engine->settings++;
 	while (engine->nidle > 0)
-		handle_free(engine->idle[--engine->nidle]);
+		handle_free(engine, engine->idle[--engine->nidle]);
 }
 
 /* http_engine_fd: the descriptor to wait on for socket activity. */
@@ -468,11 +669,12 @@ http_engine_timeout(HttpEngine *engine)
 	return left < 0 ? 0 : (long) left;
 }
 
-/* handle_free: an easy handle gone for good. */
+/* handle_free: an easy handle gone for good, and its hold on its share. */
 static void
-handle_free(HttpHandle *h)
+handle_free(HttpEngine *engine, HttpHandle *h)
 {
 	curl_easy_cleanup(h->easy);
+	share_release(engine, h->share);
 	free(h);
 }
 
@@ -496,6 +698,18 @@ handle_new(HttpEngine *engine)
 	}
 	h->easy = easy;
 	h->settings = engine->settings;
+	h->share = NULL;
+	if (engine->share &&
+		curl_easy_setopt(easy, CURLOPT_SHARE, engine->share->sh) == CURLE_OK)
+	{
+		h->share = engine->share;
+		h->share->refs++;
+	}
+	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
+	if (tls_hook_usable())
+		curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, tls_ctx_cb);
+	curl_easy_setopt(easy, CURLOPT_MAXAGE_CONN, (long) IDLE_CONN_MAX_S);
+	curl_easy_setopt(easy, CURLOPT_MAXLIFETIME_CONN, (long) CONN_LIFETIME_S);
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
@@ -548,7 +762,7 @@ handle_put(HttpEngine *engine, HttpHandle *h)
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, NULL);
 	if (h->settings != engine->settings)
 	{
-		handle_free(h);
+		handle_free(engine, h);
 		return;
 	}
 	if (engine->nidle == engine->idle_cap)
@@ -558,13 +772,100 @@ handle_put(HttpEngine *engine, HttpHandle *h)
 
 		if (idle == NULL)
 		{
-			handle_free(h);
+			handle_free(engine, h);
 			return;
 		}
 		engine->idle = idle;
 		engine->idle_cap = cap;
 	}
 	engine->idle[engine->nidle++] = h;
+}
+
+/*
+ * origin_of: the origin of an https URL ("https://host:port" as written in
+ * the URL, without any user name and password) into buf; false for any
+ * other URL or one too long to keep.
+ */
+static bool
+origin_of(const char *url, char *buf, size_t size)
+{
+	const char *host;
+	size_t		n;
+
+	if (strncasecmp(url, "https://", 8) != 0)
+		return false;
+	host = url + 8;
+	n = strcspn(host, "/?#");
+	for (size_t i = n; i > 0; i--)
+		if (host[i - 1] == '@')	/* the host follows the last '@' */
+		{
+			host += i;
+			n -= i;
+			break;
+		}
+	if (8 + n >= size)
+		return false;
+	memcpy(buf, "https://", 8);
+	memcpy(buf + 8, host, n);
+	buf[8 + n] = '\0';
+	return true;
+}
+
+/* origin_h1_find: the index of origin among those known as HTTP/1, or -1. */
+static int
+origin_h1_find(HttpEngine *engine, const char *origin)
+{
+	for (int i = 0; i < engine->norigin_h1; i++)
+		if (strcasecmp(engine->origin_h1[i], origin) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * origin_h1_learn: an https request got its answer over HTTP version
+ * "version" (CURL_HTTP_VERSION_*): remember its origin as HTTP/1 (the
+ * oldest forgotten when the list is full), or forget it (it offers
+ * HTTP/2 now).
+ */
+static void
+origin_h1_learn(HttpEngine *engine, const char *url, long version)
+{
+	char		origin[ORIGIN_MAX_LEN];
+	int			i;
+
+	if (version == 0 || !origin_of(url, origin, sizeof(origin)))
+		return;
+	i = origin_h1_find(engine, origin);
+	if (version >= CURL_HTTP_VERSION_2_0 && i >= 0)
+	{
+		memmove(engine->origin_h1[i], engine->origin_h1[i + 1],
+				(engine->norigin_h1 - i - 1) * ORIGIN_MAX_LEN);
+		engine->norigin_h1--;
+	}
+	else if (version < CURL_HTTP_VERSION_2_0 && i < 0)
+	{
+		if (engine->norigin_h1 == ORIGIN_H1_MAX)
+		{
+			memmove(engine->origin_h1[0], engine->origin_h1[1],
+					(ORIGIN_H1_MAX - 1) * ORIGIN_MAX_LEN);
+			engine->norigin_h1--;
+		}
+		strcpy(engine->origin_h1[engine->norigin_h1++], origin);
+	}
+}
+
+/*
+ * pipewait_wanted: should a request to url wait for a connection being
+ * set up to its origin, to multiplex on it, rather than open its own?
+ * For https origins not known to speak HTTP/1 only.
+ */
+static bool
+pipewait_wanted(HttpEngine *engine, const char *url)
+{
+	char		origin[ORIGIN_MAX_LEN];
+
+	return origin_of(url, origin, sizeof(origin)) &&
+		origin_h1_find(engine, origin) < 0;
 }
 
 /*
@@ -590,6 +891,11 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 	req->body_read = 0;
 	req->refused[0] = '\0';
 	req->errbuf[0] = '\0';
+	req->http_version = 0;
+	req->new_connections = 0;
+	req->headers_done = false;
+	req->answered_early = false;
+	req->restarted = false;
 	req->handle = h;
 	req->engine = engine;
 	if (h == NULL)
@@ -610,11 +916,13 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, req);
 	curl_easy_setopt(easy, CURLOPT_PREREQDATA, req);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->errbuf);
+	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, pipewait_wanted(engine, req->url) ? 1L : 0L);
+	curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 0L);
 
 	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
 	{
 		snprintf(req->errbuf, sizeof(req->errbuf), "libcurl refused the request");
-		handle_free(h);
+		handle_free(engine, h);
 		req->handle = NULL;
 		return false;
 	}
@@ -666,6 +974,82 @@ http_engine_perform(HttpEngine *engine)
 }
 
 /*
+ * answered_early: did an HTTP/2 request that failed get a whole answer
+ * first?  A server may answer before it has read the request's body and
+ * then reset the stream (RFC 9113, 8.1: the client must not discard the
+ * answer).  libcurl 7.88 reports the transfer as failed then, with
+ * CURLE_HTTP2_STREAM ("stream N closed": the upload found the stream
+ * closed), and newer ones may with CURLE_SEND_ERROR; an upload left
+ * waiting on the closed stream ends in a timeout.  Treating these as
+ * transport failures retried requests the server had already answered:
+ * duplicate deliveries.  The answer counts when its status is final, its
+ * headers ended, and its body came whole (none for 204 and 304, else as
+ * long as Content-Length said).
+ */
+static bool
+answered_early(CURL *easy, const HttpRequest *req)
+{
+	curl_off_t	length = -1;
+
+	if (req->http_version < CURL_HTTP_VERSION_2_0 || req->status < 200 ||
+		!req->headers_done)
+		return false;
+	if (req->result != CURLE_HTTP2_STREAM && req->result != CURLE_SEND_ERROR &&
+		req->result != CURLE_OPERATION_TIMEDOUT)
+		return false;
+	if (req->status == 204 || req->status == 304)
+		return req->body_read == 0;
+	if (curl_easy_getinfo(easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) != CURLE_OK)
+		return false;
+	return length >= 0 && (curl_off_t) req->body_read == length;
+}
+
+/*
+ * stale_connection: did a request fail because the kept-alive connection
+ * it was sent on had been closed by the server?  libcurl 7.88 takes a TLS
+ * connection whose server sent its close alert (nginx does, closing an
+ * idle connection) for alive, as data is waiting on it, and writing the
+ * request then fails.  Nothing of it was answered, and a request whose
+ * sending failed did not reach the server whole.
+ */
+static bool
+stale_connection(const HttpRequest *req)
+{
+	return req->result == CURLE_SEND_ERROR && req->status == 0 &&
+		req->new_connections == 0 && !req->restarted;
+}
+
+/*
+ * restart_fresh: start a request again, once, on a new connection (see
+ * stale_connection); false when libcurl will not take it (it is then
+ * handed back failed).
+ */
+static bool
+restart_fresh(HttpEngine *engine, HttpRequest *req)
+{
+	CURL	   *easy = req->handle->easy;
+
+	curl_multi_remove_handle(engine->multi, easy);
+	req->restarted = true;
+	req->result = CURLE_OK;
+	req->os_errno = 0;
+	req->errbuf[0] = '\0';
+	req->body_start[0] = '\0';
+	req->body_start_len = 0;
+	req->body_read = 0;
+	req->body_cut = false;
+	req->has_retry_after = false;
+	req->headers_done = false;
+	curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
+	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
+	{
+		req->result = CURLE_SEND_ERROR;
+		return false;			/* the caller's removal finds it removed */
+	}
+	return true;
+}
+
+/*
  * http_engine_next_done: hand back one finished request with its outcome,
  * or NULL when none has finished.
  */
@@ -687,6 +1071,18 @@ http_engine_next_done(HttpEngine *engine)
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &req->status);
 		if (req->result != CURLE_OK)
 			curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &req->os_errno);
+		curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &req->http_version);
+		curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &req->new_connections);
+		if (stale_connection(req) && restart_fresh(engine, req))
+			continue;
+		if (req->result != CURLE_OK && answered_early(easy, req))
+		{
+			req->result = CURLE_OK;
+			req->os_errno = 0;
+			req->answered_early = true;
+		}
+		if (req->status > 0)
+			origin_h1_learn(engine, req->url, req->http_version);
 		curl_multi_remove_handle(engine->multi, easy);
 		handle_put(engine, req->handle);
 		req->handle = NULL;

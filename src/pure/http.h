@@ -43,6 +43,11 @@ typedef struct HttpRequest
 	size_t		body_read;
 	char		refused[160];	/* why a connection was refused by policy */
 	char		errbuf[CURL_ERROR_SIZE];
+	long		http_version;	/* CURL_HTTP_VERSION_* of the answer, or 0 */
+	long		new_connections;	/* connections it opened (0: reused one) */
+	bool		headers_done;	/* a final answer's headers all came */
+	bool		answered_early; /* answered, then its upload failed (http.c) */
+	bool		restarted;		/* sent again on a new connection (http.c) */
 	struct HttpHandle *handle;	/* the easy handle it runs on */
 	struct HttpEngine *engine;
 } HttpRequest;
@@ -53,7 +58,8 @@ typedef struct HttpHandle HttpHandle;
 extern HttpEngine *http_engine_create(void);
 extern void http_engine_configure(HttpEngine *engine, const char *ca_file,
 								  bool block_private,
-								  const EdgeCidrList *allowed_networks);
+								  const EdgeCidrList *allowed_networks,
+								  int max_in_flight);
 extern int	http_engine_fd(HttpEngine *engine);
 extern long http_engine_timeout(HttpEngine *engine);
 extern bool http_engine_start(HttpEngine *engine, HttpRequest *req);

@@ -9,7 +9,19 @@
  *	  closes while idle leaves the set at once (the engine's descriptor does
  *	  not stay ready, so the relay would not spin) and the next request
  *	  connects again; a refused connection is reported and the next one
- *	  works; requests in flight together all finish.  Prints TAP.
+ *	  works; requests in flight together all finish.  Then the pool: one
+ *	  request at a time to each of ten origins in turn keeps ten
+ *	  connections open (libcurl alone keeps four per request in flight).
+ *	  And https, against the same server speaking TLS with a certificate
+ *	  made here: every request offers HTTP/2 by ALPN and takes HTTP/1.1
+ *	  when the server picks it; requests in flight together to an origin
+ *	  not yet known all finish (waiting for a first connection that turns
+ *	  out HTTP/1.1 does not stall them); connections opened later by other
+ *	  handles resume the TLS session; a request sent on a connection the
+ *	  server closed with a TLS close alert is sent again on a new one (and
+ *	  answered); a configure with the same CA file
+ *	  keeps the sessions, a new CA file does not resume them.  No network
+ *	  is used.  Prints TAP.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,7 +34,11 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "http.h"
 #include "tap.h"
@@ -39,43 +55,65 @@ __asan_default_options(void)
 }
 
 #define MAX_CONNS 64
+#define MAX_LISTEN 10
 
-/* The test server: a listening socket and its connections. */
+/*
+ * The test server: listening sockets (each a port, so an origin of its
+ * own) and their connections; with ctx set, it speaks TLS.
+ */
 typedef struct Server
 {
-	int			listen_fd;
-	int			port;
+	int			listen_fd[MAX_LISTEN];
+	int			ports[MAX_LISTEN];
+	int			nlisten;
+	int			port;			/* ports[0] */
 	int			conns[MAX_CONNS];
+	SSL		   *ssl[MAX_CONNS];
+	bool		handshaken[MAX_CONNS];
 	char		buf[MAX_CONNS][4096];
 	size_t		len[MAX_CONNS];
 	int			accepted;
 	int			answered;
+	SSL_CTX    *ctx;			/* TLS when set */
+	int			handshakes;		/* TLS handshakes completed */
+	int			resumed;		/* ... of which resumed a session */
+	int			offered_h2;		/* ... of which the client offered h2 */
 } Server;
 
 static Server server;
+
+/* server_listen: one more listening socket on an ephemeral port of 127.0.0.1. */
+static void
+server_listen(Server *srv)
+{
+	struct sockaddr_in sa;
+	socklen_t	salen = sizeof(sa);
+	int			fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (srv->nlisten == MAX_LISTEN ||
+		bind(fd, (struct sockaddr *) &sa, sizeof(sa)) != 0 ||
+		listen(fd, 64) != 0 ||
+		getsockname(fd, (struct sockaddr *) &sa, &salen) != 0)
+	{
+		perror("test server");
+		exit(1);
+	}
+	srv->listen_fd[srv->nlisten] = fd;
+	srv->ports[srv->nlisten++] = ntohs(sa.sin_port);
+	srv->port = srv->ports[0];
+}
 
 /* server_start: listen on an ephemeral port of 127.0.0.1. */
 static void
 server_start(Server *srv)
 {
-	struct sockaddr_in sa;
-	socklen_t	salen = sizeof(sa);
-
 	memset(srv, 0, sizeof(*srv));
 	for (int i = 0; i < MAX_CONNS; i++)
 		srv->conns[i] = -1;
-	srv->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(srv->listen_fd, (struct sockaddr *) &sa, sizeof(sa)) != 0 ||
-		listen(srv->listen_fd, 64) != 0 ||
-		getsockname(srv->listen_fd, (struct sockaddr *) &sa, &salen) != 0)
-	{
-		perror("test server");
-		exit(1);
-	}
-	srv->port = ntohs(sa.sin_port);
+	server_listen(srv);
 }
 
 /*
@@ -99,53 +137,131 @@ request_complete(const char *buf, size_t len)
 	return (len >= head + body) ? head + body : 0;
 }
 
+/* server_drop: the server closes connection i (a TLS close first, as nginx does). */
+static void
+server_drop(Server *srv, int i)
+{
+	if (srv->ssl[i])
+	{
+		if (srv->handshaken[i])
+			SSL_shutdown(srv->ssl[i]);
+		SSL_free(srv->ssl[i]);
+		srv->ssl[i] = NULL;
+	}
+	close(srv->conns[i]);
+	srv->conns[i] = -1;
+}
+
+/*
+ * server_read: read what connection i has (through TLS when it speaks
+ * it, the handshake first); returns bytes read, 0 when there is nothing
+ * yet, -1 when the connection is over.
+ */
+static ssize_t
+server_read(Server *srv, int i)
+{
+	char	   *at = srv->buf[i] + srv->len[i];
+	size_t		room = sizeof(srv->buf[i]) - srv->len[i];
+	int			n;
+
+	if (srv->ssl[i] == NULL)
+	{
+		struct pollfd cp = {.fd = srv->conns[i], .events = POLLIN};
+		ssize_t		r;
+
+		if (poll(&cp, 1, 0) != 1)
+			return 0;
+		r = read(srv->conns[i], at, room);
+		return r > 0 ? r : -1;
+	}
+	if (!srv->handshaken[i])
+	{
+		n = SSL_accept(srv->ssl[i]);
+		if (n != 1)
+		{
+			int			e = SSL_get_error(srv->ssl[i], n);
+
+			return (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) ? 0 : -1;
+		}
+		srv->handshaken[i] = true;
+		srv->handshakes++;
+		srv->resumed += SSL_session_reused(srv->ssl[i]);
+	}
+	n = SSL_read(srv->ssl[i], at, (int) room);
+	if (n > 0)
+		return n;
+	n = SSL_get_error(srv->ssl[i], n);
+	return (n == SSL_ERROR_WANT_READ || n == SSL_ERROR_WANT_WRITE) ? 0 : -1;
+}
+
+/* server_write: send the answer on connection i; exits on failure. */
+static void
+server_write(Server *srv, int i, const char *data, size_t len)
+{
+	ssize_t		n;
+
+	if (srv->ssl[i])
+		n = SSL_write(srv->ssl[i], data, (int) len);
+	else
+		n = write(srv->conns[i], data, len);
+	if (n != (ssize_t) len)
+	{
+		perror("test server write");
+		exit(1);
+	}
+}
+
 /* server_serve: accept, read, and answer each whole request with a 204. */
 static void
 server_serve(Server *srv)
 {
 	static const char answer[] = "HTTP/1.1 204 No Content\r\n\r\n";
-	struct pollfd pfd = {.fd = srv->listen_fd, .events = POLLIN};
 
-	while (poll(&pfd, 1, 0) == 1)
+	for (int l = 0; l < srv->nlisten; l++)
 	{
-		int			fd = accept(srv->listen_fd, NULL, NULL);
-		int			i;
+		struct pollfd pfd = {.fd = srv->listen_fd[l], .events = POLLIN};
 
-		for (i = 0; i < MAX_CONNS && srv->conns[i] >= 0; i++)
-			;
-		if (fd < 0 || i == MAX_CONNS)
+		while (poll(&pfd, 1, 0) == 1)
 		{
-			perror("test server accept");
-			exit(1);
+			int			fd = accept(srv->listen_fd[l], NULL, NULL);
+			int			i;
+
+			for (i = 0; i < MAX_CONNS && srv->conns[i] >= 0; i++)
+				;
+			if (fd < 0 || i == MAX_CONNS)
+			{
+				perror("test server accept");
+				exit(1);
+			}
+			srv->conns[i] = fd;
+			srv->len[i] = 0;
+			srv->handshaken[i] = false;
+			srv->accepted++;
+			if (srv->ctx)
+			{
+				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+				srv->ssl[i] = SSL_new(srv->ctx);
+				SSL_set_fd(srv->ssl[i], fd);
+			}
 		}
-		srv->conns[i] = fd;
-		srv->len[i] = 0;
-		srv->accepted++;
 	}
 	for (int i = 0; i < MAX_CONNS; i++)
 	{
-		struct pollfd cp = {.fd = srv->conns[i], .events = POLLIN};
 		ssize_t		n;
 		size_t		whole;
 
-		if (srv->conns[i] < 0 || poll(&cp, 1, 0) != 1)
+		if (srv->conns[i] < 0)
 			continue;
-		n = read(srv->conns[i], srv->buf[i] + srv->len[i],
-				 sizeof(srv->buf[i]) - srv->len[i]);
-		if (n <= 0)
+		while ((n = server_read(srv, i)) > 0)
+			srv->len[i] += (size_t) n;
+		if (n < 0)
 		{
-			close(srv->conns[i]);
-			srv->conns[i] = -1;
+			server_drop(srv, i);
 			continue;
 		}
-		srv->len[i] += (size_t) n;
 		while ((whole = request_complete(srv->buf[i], srv->len[i])) > 0)
 		{
-			if (write(srv->conns[i], answer, sizeof(answer) - 1) != sizeof(answer) - 1)
-			{
-				perror("test server write");
-				exit(1);
-			}
+			server_write(srv, i, answer, sizeof(answer) - 1);
 			memmove(srv->buf[i], srv->buf[i] + whole, srv->len[i] - whole);
 			srv->len[i] -= whole;
 			srv->answered++;
@@ -159,10 +275,94 @@ server_close_all(Server *srv)
 {
 	for (int i = 0; i < MAX_CONNS; i++)
 		if (srv->conns[i] >= 0)
+			server_drop(srv, i);
+}
+
+/*
+ * alpn_cb: the server's choice among the protocols the client offers by
+ * ALPN: always HTTP/1.1 (this server speaks no HTTP/2), noting whether h2
+ * was offered.
+ */
+static int
+alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+		const unsigned char *in, unsigned int inlen, void *arg)
+{
+	Server	   *srv = (Server *) arg;
+	bool		h1 = false;
+
+	for (unsigned int i = 0; i < inlen; i += 1 + in[i])
+	{
+		if (in[i] == 2 && i + 3 <= inlen && memcmp(in + i + 1, "h2", 2) == 0)
+			srv->offered_h2++;
+		if (in[i] == 8 && i + 9 <= inlen && memcmp(in + i + 1, "http/1.1", 8) == 0)
 		{
-			close(srv->conns[i]);
-			srv->conns[i] = -1;
+			*out = in + i + 1;
+			*outlen = 8;
+			h1 = true;
 		}
+	}
+	return h1 ? SSL_TLSEXT_ERR_OK : SSL_TLSEXT_ERR_NOACK;
+}
+
+/*
+ * tls_setup: a key and a self-signed certificate for IP 127.0.0.1 made
+ * now, the server's TLS context, and the certificate written to the
+ * files ca and ca2 (the CA files the engine is given).
+ */
+static void
+tls_setup(Server *srv, char *ca, char *ca2)
+{
+	EVP_PKEY   *key = EVP_EC_gen("P-256");
+	X509	   *cert = X509_new();
+	X509_NAME  *name;
+	X509V3_CTX	v3;
+	X509_EXTENSION *ext;
+	char	   *files[] = {ca, ca2};
+
+	name = X509_get_subject_name(cert);
+	X509_set_version(cert, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+	X509_gmtime_adj(X509_getm_notBefore(cert), -60);
+	X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+	X509_set_pubkey(cert, key);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+							   (const unsigned char *) "127.0.0.1", -1, -1, 0);
+	X509_set_issuer_name(cert, name);
+	X509V3_set_ctx_nodb(&v3);
+	X509V3_set_ctx(&v3, cert, cert, NULL, NULL, 0);
+	ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, "IP:127.0.0.1");
+	X509_add_ext(cert, ext, -1);
+	X509_EXTENSION_free(ext);
+	ext = X509V3_EXT_conf_nid(NULL, &v3, NID_basic_constraints, "critical,CA:TRUE");
+	X509_add_ext(cert, ext, -1);
+	X509_EXTENSION_free(ext);
+	if (key == NULL || X509_sign(cert, key, EVP_sha256()) == 0)
+	{
+		ERR_print_errors_fp(stderr);
+		exit(1);
+	}
+	for (int f = 0; f < 2; f++)
+	{
+		int			fd = mkstemp(files[f]);
+		FILE	   *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+		if (out == NULL || !PEM_write_X509(out, cert) || fclose(out) != 0)
+		{
+			perror("test certificate");
+			exit(1);
+		}
+	}
+	srv->ctx = SSL_CTX_new(TLS_server_method());
+	if (srv->ctx == NULL ||
+		SSL_CTX_use_certificate(srv->ctx, cert) != 1 ||
+		SSL_CTX_use_PrivateKey(srv->ctx, key) != 1)
+	{
+		ERR_print_errors_fp(stderr);
+		exit(1);
+	}
+	SSL_CTX_set_alpn_select_cb(srv->ctx, alpn_cb, srv);
+	X509_free(cert);
+	EVP_PKEY_free(key);
 }
 
 /* engine_ready: is the engine's descriptor ready (something to do)? */
@@ -174,6 +374,9 @@ engine_ready(HttpEngine *engine)
 	return poll(&pfd, 1, 0) == 1;
 }
 
+/* the scheme request_init puts in URLs: "http", then "https" */
+static const char *scheme = "http";
+
 /* request_init: a POST of a small body to path on the test server. */
 static void
 request_init(HttpRequest *req, char *url, size_t urlsize, int port)
@@ -181,7 +384,7 @@ request_init(HttpRequest *req, char *url, size_t urlsize, int port)
 	static const char body[] = "{\"order\": 1}";
 
 	memset(req, 0, sizeof(*req));
-	snprintf(url, urlsize, "http://127.0.0.1:%d/hook", port);
+	snprintf(url, urlsize, "%s://127.0.0.1:%d/hook", scheme, port);
 	req->url = url;
 	req->body = body;
 	req->body_len = sizeof(body) - 1;
@@ -224,6 +427,142 @@ one(HttpEngine *engine, HttpRequest *req, int port)
 	return run(engine, req, 1) == 1 && req->result == CURLE_OK && req->status == 204;
 }
 
+/*
+ * settle_closed: after the server closed its connections, let the engine
+ * see them go (as the relay's loop would).
+ */
+static void
+settle_closed(HttpEngine *engine)
+{
+	for (int turn = 0; turn < 200 && !engine_ready(engine); turn++)
+		usleep(1000);
+	http_engine_perform(engine);
+}
+
+/*
+ * test_pool: one request at a time to each of ten origins (ports) in
+ * turn, three rounds: the connections of the first round serve the
+ * others, though only one request is ever in flight.
+ */
+static void
+test_pool(HttpEngine *engine)
+{
+	HttpRequest req;
+	int			before;
+	int			good = 0;
+
+	while (server.nlisten < MAX_LISTEN)
+		server_listen(&server);
+	server_close_all(&server);
+	settle_closed(engine);
+	before = server.accepted;
+	for (int round = 0; round < 3; round++)
+		for (int l = 0; l < server.nlisten; l++)
+			good += one(engine, &req, server.ports[l]);
+	is_int(good, 3 * MAX_LISTEN, "three rounds of a request to each of %d origins answered",
+		   MAX_LISTEN);
+	is_int(server.accepted - before, MAX_LISTEN,
+		   "over one connection per origin, kept between rounds");
+}
+
+/*
+ * test_tls: https against the test server speaking TLS (HTTP/1.1 only):
+ * ALPN, waiting for a first connection, session resumption across
+ * handles and across configure.
+ */
+static void
+test_tls(HttpEngine *engine)
+{
+	char		ca[] = "/tmp/grelout-test-ca-XXXXXX";
+	char		ca2[] = "/tmp/grelout-test-ca2-XXXXXX";
+	HttpRequest reqs[8];
+	char		urls[8][64];
+	int			before;
+	int			resumed;
+	int			good;
+	int			restarted;
+
+	server_close_all(&server);
+	settle_closed(engine);
+	tls_setup(&server, ca, ca2);
+	scheme = "https";
+	http_engine_configure(engine, ca, false, NULL, 8);
+
+	ok(one(engine, &reqs[0], server.ports[0]), "https: a request is answered 204");
+	is_int(server.offered_h2, 1, "the client offered h2 by ALPN");
+	is_int(reqs[0].http_version, CURL_HTTP_VERSION_1_1,
+		   "and took HTTP/1.1, which the server chose");
+	is_int(reqs[0].new_connections, 1, "it opened a connection");
+	is_int(server.handshakes - server.resumed, 1, "with a full handshake");
+	before = server.accepted;
+	ok(one(engine, &reqs[0], server.ports[0]), "the next request is answered");
+	is_int(reqs[0].new_connections + (server.accepted - before), 0,
+		   "on the same connection");
+
+	/* an origin not seen yet: the first connection's protocol is awaited */
+	for (int i = 0; i < 8; i++)
+		request_init(&reqs[i], urls[i], sizeof(urls[i]), server.ports[1]);
+	is_int(run(engine, reqs, 8), 8,
+		   "8 requests together to a new https origin (HTTP/1.1) all finish");
+	good = 0;
+	for (int i = 0; i < 8; i++)
+		good += (reqs[i].result == CURLE_OK && reqs[i].status == 204 &&
+				 reqs[i].http_version == CURL_HTTP_VERSION_1_1);
+	is_int(good, 8, "all 8 answered 204 over HTTP/1.1");
+
+	/* new connections, from other handles, resume the origin's session */
+	server_close_all(&server);
+	settle_closed(engine);
+	for (int i = 0; i < 8; i++)
+		request_init(&reqs[i], urls[i], sizeof(urls[i]), server.ports[0]);
+	before = server.accepted;
+	resumed = server.resumed;
+	is_int(run(engine, reqs, 8), 8, "after the server closed them, 8 requests together finish");
+	good = 0;
+	for (int i = 0; i < 8; i++)
+		good += (reqs[i].result == CURLE_OK && reqs[i].status == 204);
+	is_int(good, 8, "all 8 answered 204");
+	is_int(server.accepted - before, 8, "over 8 new connections (HTTP/1.1)");
+	is_int(server.resumed - resumed, 8,
+		   "each resumed the TLS session one handle got before");
+
+	/*
+	 * connections the server closed with a TLS close alert, as nginx closes
+	 * idle ones: a request sent on one is sent again on a new connection
+	 */
+	good = 0;
+	restarted = 0;
+	for (int i = 0; i < 10; i++)
+	{
+		server_close_all(&server);
+		settle_closed(engine);
+		good += one(engine, &reqs[0], server.ports[0]);
+		restarted += reqs[0].restarted;
+	}
+	is_int(good, 10, "10 requests, each after the server closed the TLS connections, are answered");
+	printf("# %d of them sent again on a new connection\n", restarted);
+
+	/* configure again, same CA file: the sessions are kept */
+	http_engine_configure(engine, ca, false, NULL, 8);
+	server_close_all(&server);
+	settle_closed(engine);
+	resumed = server.resumed;
+	ok(one(engine, &reqs[0], server.ports[0]), "after a configure, a request is answered");
+	is_int(server.resumed - resumed, 1, "its new connection resumed the session (same CA file)");
+
+	/* another CA file: a new share, no session of the old one resumed */
+	http_engine_configure(engine, ca2, false, NULL, 8);
+	server_close_all(&server);
+	settle_closed(engine);
+	resumed = server.resumed;
+	before = server.handshakes;
+	ok(one(engine, &reqs[0], server.ports[0]), "under another CA file, a request is answered");
+	is_int(server.handshakes - before, 1, "over a new connection");
+	is_int(server.resumed - resumed, 0, "with a full handshake");
+	unlink(ca);
+	unlink(ca2);
+}
+
 int
 main(void)
 {
@@ -239,7 +578,7 @@ main(void)
 	server_start(&server);
 	engine = http_engine_create();
 	ok(engine != NULL, "engine created");
-	http_engine_configure(engine, NULL, false, NULL);
+	http_engine_configure(engine, NULL, false, NULL, 1);
 
 	ok(one(engine, &reqs[0], server.port), "a request is answered 204");
 	is_int(server.accepted, 1, "over one connection");
@@ -251,6 +590,7 @@ main(void)
 		good += one(engine, &reqs[0], server.port);
 	is_int(good, 50, "50 more requests, one after another, are answered");
 	is_int(server.accepted, 1, "all on the kept-alive connection");
+	is_int(reqs[0].new_connections, 0, "the last one says it opened no connection");
 	is_int((long long) (http_engine_watch_changes(engine) - before), 0,
 		   "they change nothing in the engine's epoll set");
 
@@ -323,5 +663,7 @@ main(void)
 	   "at most the changes of the events wanted (%lu)",
 	   http_engine_watch_changes(engine) - before);
 
+	test_pool(engine);
+	test_tls(engine);
 	return done_testing();
 }
