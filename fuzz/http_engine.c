@@ -520,7 +520,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	snprintf(url_ok, sizeof(url_ok), "http://127.0.0.1:%d/ok", server.port);
 	engine = http_engine_create();
 	CHECK(engine != NULL);
-	http_engine_configure(engine, NULL, false, NULL);
+	http_engine_configure(engine, NULL, false, NULL, MAX_CONNS);
 	well_formed(&req, true);
 	server_close_all(&server);
 	return 0;

@@ -1069,12 +1069,12 @@ http_engine_next_done(HttpEngine *engine)
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &req);
 		req->result = msg->data.result;
 		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &req->status);
-		if (req->status != 0 && (req->status < 100 || req->status > 999))
+		if (req->status < 100 || req->status > 999)
 		{
 			/*
 			 * libcurl before 8.0 reads a status line "HTTP/2 n" with
-			 * sscanf, even on HTTP/1.1, and may hand back any number: an
-			 * endpoint answering so did not answer.
+			 * sscanf, even on HTTP/1.1, and may hand back any number (0
+			 * too, with no error): an endpoint answering so did not answer.
 			 */
 			req->status = 0;
 			if (req->result == CURLE_OK)
