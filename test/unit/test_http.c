@@ -523,8 +523,14 @@ test_tls(HttpEngine *engine)
 		good += (reqs[i].result == CURLE_OK && reqs[i].status == 204);
 	is_int(good, 8, "all 8 answered 204");
 	is_int(server.accepted - before, 8, "over 8 new connections (HTTP/1.1)");
-	is_int(server.resumed - resumed, 8,
-		   "each resumed the TLS session one handle got before");
+	/*
+	 * At least one: libcurl 7.88 gives each of them the origin's session,
+	 * but a TLS 1.3 ticket may serve one connection only, and libcurl 8
+	 * (17's to 19's roots) keeps as many tickets as the server sent.
+	 */
+	printf("# %d of 8 resumed\n", server.resumed - resumed);
+	ok(server.resumed - resumed >= 1,
+	   "new connections from other handles resume the session one handle got");
 
 	/*
 	 * connections the server closed with a TLS close alert, as nginx closes
