@@ -1009,14 +1009,20 @@ answered_early(CURL *easy, const HttpRequest *req)
  * it was sent on had been closed by the server?  libcurl 7.88 takes a TLS
  * connection whose server sent its close alert (nginx does, closing an
  * idle connection) for alive, as data is waiting on it, and writing the
- * request then fails.  Nothing of it was answered, and a request whose
- * sending failed did not reach the server whole.
+ * request then fails.  Nothing of it was answered.  Only an HTTP/1
+ * connection (plain http, or an https origin known to answer over
+ * HTTP/1) qualifies: on HTTP/2 a send error may end a stream whose
+ * request had gone out whole on a connection shared with others.  Even
+ * on HTTP/1 an endpoint may have acted on a request it did not read to
+ * the end, so the resend, like any retry, can deliver twice: delivery
+ * is at least once.
  */
 static bool
-stale_connection(const HttpRequest *req)
+stale_connection(HttpEngine *engine, const HttpRequest *req)
 {
 	return req->result == CURLE_SEND_ERROR && req->status == 0 &&
-		req->new_connections == 0 && !req->restarted;
+		req->new_connections == 0 && !req->restarted &&
+		!pipewait_wanted(engine, req->url);
 }
 
 /*
@@ -1028,7 +1034,18 @@ static bool
 restart_fresh(HttpEngine *engine, HttpRequest *req)
 {
 	CURL	   *easy = req->handle->easy;
+	curl_off_t	spent_us = 0;
+	long		left_ms;
 
+	/*
+	 * The resend gets what is left of the request's timeout, not a new
+	 * one: a request must end within its timeout (the relay keeps that
+	 * well inside the delivery's lease).
+	 */
+	curl_easy_getinfo(easy, CURLINFO_TOTAL_TIME_T, &spent_us);
+	left_ms = req->timeout_ms - (long) (spent_us / 1000);
+	if (left_ms < 10)
+		return false;
 	curl_multi_remove_handle(engine->multi, easy);
 	req->restarted = true;
 	req->result = CURLE_OK;
@@ -1041,6 +1058,7 @@ restart_fresh(HttpEngine *engine, HttpRequest *req)
 	req->has_retry_after = false;
 	req->headers_done = false;
 	curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, left_ms);
 	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
 	{
 		req->result = CURLE_SEND_ERROR;
@@ -1084,7 +1102,7 @@ http_engine_next_done(HttpEngine *engine)
 			curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &req->os_errno);
 		curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &req->http_version);
 		curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &req->new_connections);
-		if (stale_connection(req) && restart_fresh(engine, req))
+		if (stale_connection(engine, req) && restart_fresh(engine, req))
 			continue;
 		if (req->result != CURLE_OK && answered_early(easy, req))
 		{

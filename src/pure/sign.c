@@ -352,7 +352,11 @@ grelout_sign_secret(const char *secret, size_t len, const char *msg_id,
 		return ret;
 	}
 	if (edge_signing_key_decode(secret, len, key, given, &has_public) != EDGE_SECRET_OK)
+	{
+		/* a whsec_ secret of a wrong length was decoded into key all the same */
+		OPENSSL_cleanse(key, sizeof(key));
 		return 1;
+	}
 	k = ed_key(key);
 	OPENSSL_cleanse(key, sizeof(key));
 	if (k == NULL)
