@@ -855,6 +855,30 @@ origin_h1_learn(HttpEngine *engine, const char *url, long version)
 }
 
 /*
+ * request_reset: clear what the engine fills in of a request, before it is
+ * sent (or sent again).
+ */
+static void
+request_reset(HttpRequest *req)
+{
+	req->result = CURLE_OK;
+	req->status = 0;
+	req->os_errno = 0;
+	req->body_cut = false;
+	req->has_retry_after = false;
+	req->retry_after_ms = 0;
+	req->body_start[0] = '\0';
+	req->body_start_len = 0;
+	req->body_read = 0;
+	req->refused[0] = '\0';
+	req->errbuf[0] = '\0';
+	req->http_version = 0;
+	req->new_connections = 0;
+	req->headers_done = false;
+	req->answered_early = false;
+}
+
+/*
  * pipewait_wanted: should a request to url wait for a connection being
  * set up to its origin, to multiplex on it, rather than open its own?
  * For https origins not known to speak HTTP/1 only.
@@ -880,21 +904,7 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 	HttpHandle *h = handle_take(engine);
 	CURL	   *easy;
 
-	req->result = CURLE_OK;
-	req->status = 0;
-	req->os_errno = 0;
-	req->body_cut = false;
-	req->has_retry_after = false;
-	req->retry_after_ms = 0;
-	req->body_start[0] = '\0';
-	req->body_start_len = 0;
-	req->body_read = 0;
-	req->refused[0] = '\0';
-	req->errbuf[0] = '\0';
-	req->http_version = 0;
-	req->new_connections = 0;
-	req->headers_done = false;
-	req->answered_early = false;
+	request_reset(req);
 	req->restarted = false;
 	req->handle = h;
 	req->engine = engine;
@@ -1047,16 +1057,8 @@ restart_fresh(HttpEngine *engine, HttpRequest *req)
 	if (left_ms < 10)
 		return false;
 	curl_multi_remove_handle(engine->multi, easy);
+	request_reset(req);
 	req->restarted = true;
-	req->result = CURLE_OK;
-	req->os_errno = 0;
-	req->errbuf[0] = '\0';
-	req->body_start[0] = '\0';
-	req->body_start_len = 0;
-	req->body_read = 0;
-	req->body_cut = false;
-	req->has_retry_after = false;
-	req->headers_done = false;
 	curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
 	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, left_ms);
 	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
