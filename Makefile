@@ -43,6 +43,7 @@ OBJS = \
 	src/webhook.o \
 	src/pure/http.o \
 	src/pure/budget.o \
+	src/pure/oauth.o \
 	src/claim_budget.o \
 	src/jobs.o \
 	src/claim_step.o \
