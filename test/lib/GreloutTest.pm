@@ -2,7 +2,8 @@
 # GreloutTest: helpers shared by grelout's Perl TAP tests (test/t/*.pl).
 #
 # A cluster with the library preloaded and the extension created, a
-# scriptable webhook receiver (test/receiver.py) on loopback, and polling
+# scriptable webhook receiver (test/receiver.py) on loopback, an OAuth2
+# token server guarding such a receiver (test/oauth_server.py), and polling
 # with a deadline (deliveries happen after COMMIT, never in the test's own
 # transaction).
 package GreloutTest;
@@ -21,7 +22,8 @@ use Time::HiRes qw(usleep time);
 
 our @EXPORT = qw(grelout_node start_receiver wait_until psql_ok);
 # Imported on request only, so that they clash with nothing in other tests.
-our @EXPORT_OK = qw(relay_pids set_conf log_offset log_since new_secret);
+our @EXPORT_OK = qw(relay_pids set_conf log_offset log_since new_secret
+  start_oauth_server);
 
 my $src = $ENV{GRELOUT_SRC} // dirname(__FILE__) . '/../..';
 
@@ -123,6 +125,13 @@ sub start_receiver
 	return GreloutTest::Receiver->new(@_);
 }
 
+# start_oauth_server(%opts): an OAuth2 token server whose other paths are
+# a receiver that demands its Bearer tokens; see GreloutTest::OAuthServer.
+sub start_oauth_server
+{
+	return GreloutTest::OAuthServer->new(@_);
+}
+
 package GreloutTest::Receiver;
 
 use strict;
@@ -132,14 +141,18 @@ use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep time);
 
+# new(%opts): start test/receiver.py (log => FILE, port => N); script =>
+# another script of test/ that takes the same options, args => [its own].
 sub new
 {
 	my ($class, %opts) = @_;
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	my $port_file = "$dir/port";
-	my @cmd = ('/usr/bin/python3', "$src/test/receiver.py", '--port-file', $port_file);
+	my $script = $opts{script} // 'receiver.py';
+	my @cmd = ('/usr/bin/python3', "$src/test/$script", '--port-file', $port_file);
 	push @cmd, '--log', $opts{log} if $opts{log};
 	push @cmd, '--port', $opts{port} if $opts{port};
+	push @cmd, @{ $opts{args} } if $opts{args};
 	my $pid = fork();
 	die "fork failed: $!" unless defined $pid;
 	if ($pid == 0)
@@ -150,7 +163,7 @@ sub new
 	}
 	my $deadline = time() + 20;
 	usleep(20_000) while !-s $port_file && time() < $deadline;
-	die "receiver did not start" unless -s $port_file;
+	die "$script did not start (see $dir/receiver.out)" unless -s $port_file;
 	open(my $fh, '<', $port_file) or die;
 	my $port = <$fh>;
 	close $fh;
@@ -256,5 +269,96 @@ sub DESTROY
 	local $?;
 	$_[0]->stop;
 }
+
+package GreloutTest::OAuthServer;
+
+# An OAuth2 client credentials token server (POST /token) in front of a
+# receiver: every GreloutTest::Receiver method works on its webhook paths,
+# whose requests must carry a Bearer token it issued and has neither expired
+# nor revoked (others get 401 and are not recorded as requests; see
+# unauthorized).  Options: client_id, client_secret (defaults below, the
+# secret with bytes that form encoding changes), expires_in (seconds, 3600
+# by default), log, port.
+
+use strict;
+use warnings;
+use JSON::PP;
+
+our @ISA = ('GreloutTest::Receiver');
+
+sub new
+{
+	my ($class, %opts) = @_;
+	my $id = $opts{client_id} // 'grelout-test';
+	my $secret = $opts{client_secret} // 's3cret: with/+&= and space';
+	my @args = ('--client-id', $id, '--client-secret', $secret);
+	push @args, '--expires-in', $opts{expires_in} if defined $opts{expires_in};
+	my $self = GreloutTest::Receiver::new($class,
+		log => $opts{log}, port => $opts{port},
+		script => 'oauth_server.py', args => \@args);
+	$self->{client_id} = $id;
+	$self->{client_secret} = $secret;
+	return $self;
+}
+
+sub client_id { $_[0]{client_id} }
+sub client_secret { $_[0]{client_secret} }
+
+# token_url(): where the token endpoint is.
+sub token_url { $_[0]->url('/token') }
+
+# oauth_json(%extra): the text of a handler's oauth column for this server
+# (token_url, client_id, client_secret), with extra members (scope,
+# audience) or overrides (a wrong client_secret).
+sub oauth_json
+{
+	my ($self, %extra) = @_;
+	return JSON::PP->new->canonical->encode({
+		token_url => $self->token_url,
+		client_id => $self->{client_id},
+		client_secret => $self->{client_secret},
+		%extra });
+}
+
+sub _oauth
+{
+	my ($self, $method, $what, $obj) = @_;
+	my $url = "http://127.0.0.1:$self->{port}/_oauth/$what";
+	my $r = $method eq 'GET'
+	  ? $self->{http}->get($url)
+	  : $self->{http}->post($url, { content => encode_json($obj // {}),
+			headers => { 'content-type' => 'application/json' } });
+	die "oauth server control failed: $r->{status} $r->{content}" unless $r->{success};
+	return decode_json($r->{content});
+}
+
+# oauth_stats(): {token_requests, tokens_issued, tokens_refused,
+# webhooks_accepted, webhooks_unauthorized, live_tokens}.
+sub oauth_stats { $_[0]->_oauth('GET', 'stats') }
+
+# token_requests(): each token request, oldest first: {at, auth, client_id,
+# grant_type, scope, audience, content_type, status, outcome}.
+sub token_requests { $_[0]->_oauth('GET', 'token_requests') }
+
+# unauthorized(): each webhook request answered 401: {at, path, reason,
+# webhook_id}.
+sub unauthorized { $_[0]->_oauth('GET', 'unauthorized') }
+
+# token_config(%conf): how the next token requests are answered: expires_in
+# (undef: none), expires_as_string, lifetime, token_type, status (e.g. 503),
+# close, delay, body, responses => [{...}, ...] (one-shot, in order); see
+# test/oauth_server.py.
+sub token_config
+{
+	my ($self, %conf) = @_;
+	return $self->_oauth('POST', 'config', \%conf);
+}
+
+# revoke(): revoke every token issued so far; returns how many were live.
+sub revoke { $_[0]->_oauth('POST', 'revoke')->{revoked} }
+
+# oauth_reset(): forget tokens, token requests and 401s; the configuration
+# returns to the start's.  (reset() forgets the receiver's requests.)
+sub oauth_reset { $_[0]->_oauth('POST', 'reset') }
 
 1;
