@@ -25,6 +25,8 @@ OBJS = \
 	src/ids.o \
 	src/pure/edge.o \
 	src/validate.o \
+	src/pure/tls_pem.o \
+	src/validate_auth.o \
 	src/mask.o \
 	src/pure/topic_pattern.o \
 	src/topic_pattern_sql.o \
@@ -45,6 +47,7 @@ OBJS = \
 	src/pure/budget.o \
 	src/pure/oauth.o \
 	src/claim_budget.o \
+	src/handler_auth.o \
 	src/jobs.o \
 	src/claim_step.o \
 	src/cycle.o \

@@ -134,6 +134,48 @@ COMMENT ON FUNCTION grelout.handler_public_key(text)
 REVOKE ALL ON FUNCTION grelout.handler_public_key(text) FROM PUBLIC;
 
 ------------------------------------------------------------------------
+-- issue 34: endpoints that demand more than a shared secret
+--
+-- Per handler: a client certificate and key for mutual TLS, a CA bundle
+-- trusted instead of grelout.ca_file, and OAuth2 client credentials.  The
+-- trigger grelout._handlers_validate (C) checks them when a row is
+-- written: a certificate that does not match its key, or is expired, a CA
+-- bundle with no certificate, an oauth object without token_url,
+-- client_id or client_secret, are refused.  tls_client_key and
+-- oauth.client_secret are secrets, like secret: grelout.handlers is
+-- readable by administrators only (and so dumped only by them), and
+-- handlers_masked shows neither.  The columns come after 1.1's, as in
+-- grelout--1.2.sql.
+------------------------------------------------------------------------
+ALTER TABLE grelout.handlers
+	ADD COLUMN tls_client_cert text,
+	ADD COLUMN tls_client_key text,
+	ADD COLUMN tls_ca text,
+	ADD COLUMN oauth jsonb;
+COMMENT ON COLUMN grelout.handlers.tls_client_cert
+	IS 'PEM: the client certificate (and its chain) this handler presents to its HTTPS endpoint (mutual TLS); with tls_client_key';
+COMMENT ON COLUMN grelout.handlers.tls_client_key
+	IS 'PEM, unencrypted: the private key of tls_client_cert (a secret)';
+COMMENT ON COLUMN grelout.handlers.tls_ca
+	IS 'PEM: the certificates this handler trusts for its endpoint, instead of grelout.ca_file';
+COMMENT ON COLUMN grelout.handlers.oauth
+	IS 'OAuth2 client credentials: {"token_url", "client_id", "client_secret", "scope", "audience"} (client_secret is a secret)';
+
+-- handlers_masked: the new columns masked, appended (its grants stay).
+CREATE OR REPLACE VIEW grelout.handlers_masked AS
+SELECT topic, grelout._mask_url(url) AS url,
+	ARRAY(SELECT pg_catalog.jsonb_object_keys(h.headers)) AS header_names,
+	secret IS NOT NULL AS has_secret,
+	previous_secret IS NOT NULL AS has_previous_secret,
+	timeout, max_attempts, enabled,
+	name, filter, max_in_flight, max_per_second, ordered, on_dead,
+	tls_client_cert IS NOT NULL AS has_tls_client_cert,
+	tls_ca IS NOT NULL AS has_tls_ca,
+	grelout._mask_url(oauth OPERATOR(pg_catalog.->>) 'token_url') AS oauth_token_url,
+	oauth OPERATOR(pg_catalog.->>) 'client_id' AS oauth_client_id
+FROM grelout.handlers AS h;
+
+------------------------------------------------------------------------
 -- issue 30: each rule and each number written once
 --
 -- The handler triggers of 1.1 typed the routing lock's key, and their

@@ -156,6 +156,10 @@ CREATE TABLE grelout.handlers (
 	max_per_second integer,
 	ordered boolean NOT NULL DEFAULT false,
 	on_dead text NOT NULL DEFAULT 'block',
+	tls_client_cert text,
+	tls_client_key text,
+	tls_ca text,
+	oauth jsonb,
 	CONSTRAINT handlers_pkey PRIMARY KEY (name)
 );
 COMMENT ON TABLE grelout.handlers IS 'grelout webhook endpoints: one row a handler';
@@ -165,6 +169,14 @@ COMMENT ON COLUMN grelout.handlers.topic
 	IS 'the topics the handler takes: a pattern, "*" one segment, "#" zero or more';
 COMMENT ON COLUMN grelout.handlers.filter
 	IS 'NULL, or a JSON object the payload must contain (payload @> filter)';
+COMMENT ON COLUMN grelout.handlers.tls_client_cert
+	IS 'PEM: the client certificate (and its chain) this handler presents to its HTTPS endpoint (mutual TLS); with tls_client_key';
+COMMENT ON COLUMN grelout.handlers.tls_client_key
+	IS 'PEM, unencrypted: the private key of tls_client_cert (a secret)';
+COMMENT ON COLUMN grelout.handlers.tls_ca
+	IS 'PEM: the certificates this handler trusts for its endpoint, instead of grelout.ca_file';
+COMMENT ON COLUMN grelout.handlers.oauth
+	IS 'OAuth2 client credentials: {"token_url", "client_id", "client_secret", "scope", "audience"} (client_secret is a secret)';
 
 -- grelout.fanout: the deliveries of messages routed to several handlers,
 -- one row each.  "lease" is the fencing token of the row's current claim,
@@ -704,14 +716,19 @@ GROUP BY t.topic;
 COMMENT ON VIEW grelout.status IS 'grelout messages by topic and state';
 
 -- The handlers as an operator may see them: no secret, no header value, the
--- URL masked.  The 1.0 columns first, then 1.1's.
+-- URL masked, no key or client secret.  The 1.0 columns first, then 1.1's,
+-- then 1.2's.
 CREATE VIEW grelout.handlers_masked AS
 SELECT topic, grelout._mask_url(url) AS url,
 	ARRAY(SELECT pg_catalog.jsonb_object_keys(h.headers)) AS header_names,
 	secret IS NOT NULL AS has_secret,
 	previous_secret IS NOT NULL AS has_previous_secret,
 	timeout, max_attempts, enabled,
-	name, filter, max_in_flight, max_per_second, ordered, on_dead
+	name, filter, max_in_flight, max_per_second, ordered, on_dead,
+	tls_client_cert IS NOT NULL AS has_tls_client_cert,
+	tls_ca IS NOT NULL AS has_tls_ca,
+	grelout._mask_url(oauth OPERATOR(pg_catalog.->>) 'token_url') AS oauth_token_url,
+	oauth OPERATOR(pg_catalog.->>) 'client_id' AS oauth_client_id
 FROM grelout.handlers AS h;
 COMMENT ON VIEW grelout.handlers_masked
 	IS 'grelout handlers without secrets, header values or URL credentials';

@@ -16,6 +16,8 @@
 
 #include "compat.h"
 
+#include "access/htup.h"
+#include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 #include "utils/uuid.h"
@@ -77,6 +79,10 @@ extern void grelout_check_headers(Jsonb *headers, const char *what,
 								  bool message_rules);
 extern void grelout_check_topic(text *topic, const char *what);
 extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
+extern void grelout_check_url(text *url, const char *what);
+
+/* validate_auth.c */
+extern void grelout_check_handler_auth(HeapTuple tuple, TupleDesc desc);
 
 /* publish.c */
 extern void grelout_check_publish_topic(text *topic);

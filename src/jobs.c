@@ -51,6 +51,7 @@ static struct
 void
 jobs_init(HttpEngine *engine)
 {
+	handler_auth_init(engine);
 	jobs.engine = engine;
 	jobs.jobs_cxt = AllocSetContextCreate(TopMemoryContext, "grelout jobs",
 										  ALLOCSET_DEFAULT_SIZES);
@@ -531,7 +532,12 @@ jobs_drop_unstarted(void)
 	}
 }
 
-/* jobs_start_claimed: send the requests whose claim has committed. */
+/*
+ * jobs_start_claimed: send the requests whose claim has committed; those
+ * of a handler whose OAuth2 token is being fetched wait for it
+ * (handler_auth.c sends them, or fails them).  A waiting request is in
+ * flight as a sent one is: counted by its handler, released at stop.
+ */
 void
 jobs_start_claimed(void)
 {
@@ -540,21 +546,48 @@ jobs_start_claimed(void)
 		WebhookJob *job = jobs.to_start;
 
 		jobs.to_start = job->next;
+		job->next = NULL;
 		job->started_us = relay_now();
 		local_handler_started(job);
-		if (!http_engine_start(jobs.engine, &job->req))
-		{
-			job->req.result = CURLE_FAILED_INIT;
-			finish_job(job);
-		}
-		else
-			dlist_push_tail(&jobs.in_flight, &job->in_flight);
+		dlist_push_tail(&jobs.in_flight, &job->in_flight);
+		if (handler_auth_apply(job))
+			jobs_send(job);
+	}
+}
+
+/* jobs_send: start the request of a job in flight. */
+void
+jobs_send(WebhookJob *job)
+{
+	if (!http_engine_start(jobs.engine, &job->req))
+	{
+		job->req.result = CURLE_FAILED_INIT;
+		dlist_delete(&job->in_flight);
+		finish_job(job);
 	}
 }
 
 /*
+ * jobs_fail_unsent: a job in flight whose request cannot be sent (its
+ * handler's OAuth2 token could not be had): a transport failure, why its
+ * error.
+ */
+void
+jobs_fail_unsent(WebhookJob *job, const char *why)
+{
+	job->req.result = CURLE_COULDNT_CONNECT;
+	job->req.status = 0;
+	job->req.os_errno = 0;
+	job->req.errbuf[0] = '\0';
+	strlcpy(job->req.refused, why, sizeof(job->req.refused));
+	dlist_delete(&job->in_flight);
+	finish_job(job);
+}
+
+/*
  * jobs_collect: move the requests along and decide the outcome of every
- * finished one.
+ * finished one.  A token request goes to handler_auth.c; a request whose
+ * token was refused (401) may be sent again with a new one.
  */
 void
 jobs_collect(void)
@@ -566,6 +599,13 @@ jobs_collect(void)
 	{
 		WebhookJob *job = (WebhookJob *) req;
 
+		if (req->purpose == HTTP_PURPOSE_TOKEN)
+		{
+			handler_auth_token_done(req);
+			continue;
+		}
+		if (handler_auth_unauthorized(job))
+			continue;
 		dlist_delete(&job->in_flight);
 		finish_job(job);
 		jobs.last_finish_at = relay_now();

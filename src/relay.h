@@ -15,6 +15,9 @@
  *					budget over them (the arithmetic is budget.c's)
  *	jobs.c			the jobs in flight: start, collect, finish; the settle
  *					queue of their outcomes; their logs and events
+ *	handler_auth.c	the relay's copy of its handlers' endpoint
+ *					authentication (mutual TLS, a CA of their own, OAuth2
+ *					tokens)
  *
  * The loop (relay.c) calls down: jobs to collect, a cycle when due, jobs to
  * start.  A cycle calls the settle queue (jobs.c) and the claim step, which
@@ -112,6 +115,17 @@ extern void claim_budget_left(ClaimLimits *cl);
 extern TimestampTz claim_budget_wake_at(void);
 extern void claim_budget_close(WebhookJob *claimed, bool committed);
 
+/* What a request of the relay's HTTP engine is for (HttpRequest.purpose). */
+#define HTTP_PURPOSE_WEBHOOK	0	/* a WebhookJob's */
+#define HTTP_PURPOSE_TOKEN		1	/* an OAuth2 token request (handler_auth.c) */
+
+/* handler_auth.c */
+extern void handler_auth_init(HttpEngine *engine);
+extern void handler_auth_refresh(void);
+extern bool handler_auth_apply(WebhookJob *job);
+extern bool handler_auth_unauthorized(WebhookJob *job);
+extern void handler_auth_token_done(HttpRequest *req);
+
 /* jobs.c */
 extern void jobs_init(HttpEngine *engine);
 extern int	jobs_running(void);
@@ -119,6 +133,8 @@ extern void jobs_queue(HeapTuple tup, TupleDesc desc, int64 lease);
 extern WebhookJob *jobs_unstarted(void);
 extern void jobs_drop_unstarted(void);
 extern void jobs_start_claimed(void);
+extern void jobs_send(WebhookJob *job);
+extern void jobs_fail_unsent(WebhookJob *job, const char *why);
 extern void jobs_collect(void);
 extern MonoTime jobs_last_finish(void);
 extern int	jobs_release_unfinished(void);

@@ -7,7 +7,8 @@
  *	  timeout or attempt count is refused at INSERT or UPDATE with a clear
  *	  error.  Under the 1.1 schema the trigger also gives a handler without
  *	  a name its topic as name, refuses a rename, and checks the topic
- *	  pattern, filter, caps and on_dead.
+ *	  pattern, filter, caps and on_dead; under 1.2, validate_auth.c checks
+ *	  the endpoint authentication columns.
  *
  *-------------------------------------------------------------------------
  */
@@ -187,11 +188,12 @@ grelout_interval_usecs(const Interval *iv, const char *what)
 }
 
 /*
- * check_url: an http:// or https:// URL with a host.  The URL is not
- * echoed back: it may embed credentials.
+ * grelout_check_url: an http:// or https:// URL with a host; what names it
+ * in the errors ("handler url").  The URL is not echoed back: it may embed
+ * credentials.
  */
-static void
-check_url(text *url)
+void
+grelout_check_url(text *url, const char *what)
 {
 	EdgeUrlError err = edge_url_check(VARDATA_ANY(url), VARSIZE_ANY_EXHDR(url));
 
@@ -202,22 +204,22 @@ check_url(text *url)
 		case EDGE_URL_TOO_LONG:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("handler url is longer than %d bytes", GRELOUT_URL_MAX)));
+					 errmsg("%s is longer than %d bytes", what, GRELOUT_URL_MAX)));
 			break;
 		case EDGE_URL_BAD_SCHEME:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("handler url must start with http:// or https://")));
+					 errmsg("%s must start with http:// or https://", what)));
 			break;
 		case EDGE_URL_NO_HOST:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("handler url has no host")));
+					 errmsg("%s has no host", what)));
 			break;
 		case EDGE_URL_BAD_CHAR:
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("handler url contains white space or a control character"),
+					 errmsg("%s contains white space or a control character", what),
 					 errhint("Percent-encode such characters.")));
 			break;
 	}
@@ -485,7 +487,7 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 
 	d = handler_value(tuple, desc, "url", &isnull);
 	if (!isnull)
-		check_url(DatumGetTextPP(d));
+		grelout_check_url(DatumGetTextPP(d), "handler url");
 
 	d = handler_value(tuple, desc, "headers", &isnull);
 	if (!isnull)
@@ -525,6 +527,9 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 	name_att = SPI_fnumber(desc, "name");
 	if (name_att > 0)
 		tuple = validate_1_1(trigdata, tuple, desc, name_att);
+
+	/* the 1.2 schema: mutual TLS, a CA of its own, OAuth2 (validate_auth.c) */
+	grelout_check_handler_auth(tuple, desc);
 
 	return PointerGetDatum(tuple);
 }

@@ -335,9 +335,14 @@ webhook_build(MemoryContext parent, HeapTuple tup, TupleDesc desc, int64 lease)
 	return job;
 }
 
-/* webhook_free: release a job's memory, its header list included. */
+/*
+ * webhook_free: release a job's memory, its header list included (its
+ * OAuth2 token wiped first).
+ */
 void
 webhook_free(WebhookJob *job)
 {
+	if (job->bearer)
+		explicit_bzero(job->bearer->data, strlen(job->bearer->data));
 	MemoryContextDelete(job->cxt);
 }

@@ -37,6 +37,8 @@ typedef struct WebhookJob
 	struct LocalHandler *local; /* the relay's record of its handler (1.1) */
 	bool		counted;		/* counted in its handler's shared in_flight */
 	bool		probe;			/* its handler's breaker probe */
+	struct curl_slist *bearer;	/* its OAuth2 Authorization line, or NULL */
+	bool		token_retried;	/* sent again with a new token after a 401 */
 	struct WebhookJob *next;	/* in the list of jobs to start */
 	dlist_node	in_flight;		/* in the relay's list of started jobs */
 } WebhookJob;

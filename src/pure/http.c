@@ -156,6 +156,7 @@ struct HttpHandle
 	CURL	   *easy;
 	unsigned	settings;
 	HttpShare  *share;			/* the share it is attached to, or NULL */
+	bool		own_tls;		/* a request set its own TLS (set_request_tls) */
 };
 
 static void handle_free(HttpEngine *engine, HttpHandle *h);
@@ -380,6 +381,16 @@ write_cb(char *data, size_t size, size_t nmemb, void *userp)
 		memcpy(req->body_start + req->body_start_len, data, take);
 		req->body_start_len += take;
 		req->body_start[req->body_start_len] = '\0';
+	}
+	if (req->body_keep && req->body_keep_len + 1 < req->body_keep_size)
+	{
+		size_t		take = req->body_keep_size - 1 - req->body_keep_len;
+
+		if (take > n)
+			take = n;
+		memcpy(req->body_keep + req->body_keep_len, data, take);
+		req->body_keep_len += take;
+		req->body_keep[req->body_keep_len] = '\0';
 	}
 	req->body_read += n;
 	if (req->body_read > HTTP_BODY_READ_MAX)
@@ -699,6 +710,7 @@ handle_new(HttpEngine *engine)
 	h->easy = easy;
 	h->settings = engine->settings;
 	h->share = NULL;
+	h->own_tls = false;
 	if (engine->share &&
 		curl_easy_setopt(easy, CURLOPT_SHARE, engine->share->sh) == CURLE_OK)
 	{
@@ -760,7 +772,8 @@ handle_put(HttpEngine *engine, HttpHandle *h)
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, NULL);
 	curl_easy_setopt(easy, CURLOPT_PREREQDATA, NULL);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, NULL);
-	if (h->settings != engine->settings)
+	/* a handle with a handler's own certificate or CA serves no other */
+	if (h->settings != engine->settings || h->own_tls)
 	{
 		handle_free(engine, h);
 		return;
@@ -870,6 +883,9 @@ request_reset(HttpRequest *req)
 	req->body_start[0] = '\0';
 	req->body_start_len = 0;
 	req->body_read = 0;
+	req->body_keep_len = 0;
+	if (req->body_keep && req->body_keep_size > 0)
+		req->body_keep[0] = '\0';
 	req->refused[0] = '\0';
 	req->errbuf[0] = '\0';
 	req->http_version = 0;
@@ -890,6 +906,47 @@ pipewait_wanted(HttpEngine *engine, const char *url)
 
 	return origin_of(url, origin, sizeof(origin)) &&
 		origin_h1_find(engine, origin) < 0;
+}
+
+/*
+ * set_request_tls: a request's own TLS: the client certificate and key of
+ * mutual TLS, the CA bundle trusted instead of the engine's (the server-wide
+ * CA file and libcurl's default directory both left out).  libcurl copies
+ * each blob.  The handle is not reused after (handle_put): nothing of one
+ * handler's TLS can reach another's request.  Connections and TLS sessions
+ * are shared only between requests of the same certificate and CA, as
+ * libcurl matches them by both (and those of different handlers with the
+ * same PEM are the same client to the endpoint anyway).
+ */
+static void
+set_request_tls(HttpHandle *h, const HttpRequest *req)
+{
+	CURL	   *easy = h->easy;
+	struct curl_blob blob;
+
+	if (req->tls_client_cert == NULL && req->tls_ca == NULL)
+		return;
+	h->own_tls = true;
+	blob.flags = CURL_BLOB_COPY;
+	if (req->tls_client_cert && req->tls_client_key)
+	{
+		blob.data = (void *) req->tls_client_cert;
+		blob.len = strlen(req->tls_client_cert);
+		curl_easy_setopt(easy, CURLOPT_SSLCERT_BLOB, &blob);
+		curl_easy_setopt(easy, CURLOPT_SSLCERTTYPE, "PEM");
+		blob.data = (void *) req->tls_client_key;
+		blob.len = strlen(req->tls_client_key);
+		curl_easy_setopt(easy, CURLOPT_SSLKEY_BLOB, &blob);
+		curl_easy_setopt(easy, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+	if (req->tls_ca)
+	{
+		blob.data = (void *) req->tls_ca;
+		blob.len = strlen(req->tls_ca);
+		curl_easy_setopt(easy, CURLOPT_CAINFO_BLOB, &blob);
+		curl_easy_setopt(easy, CURLOPT_CAINFO, NULL);
+		curl_easy_setopt(easy, CURLOPT_CAPATH, NULL);
+	}
 }
 
 /*
@@ -928,6 +985,7 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->errbuf);
 	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, pipewait_wanted(engine, req->url) ? 1L : 0L);
 	curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 0L);
+	set_request_tls(h, req);
 
 	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
 	{

@@ -16,6 +16,8 @@
 /* Bytes of a response body kept for last_error, and read at most. */
 #define HTTP_BODY_KEEP		256
 #define HTTP_BODY_READ_MAX	(64 * 1024)
+/* Bytes of HttpRequest.refused, its NUL included. */
+#define HTTP_REFUSED_MAX	160
 
 /*
  * One request.  The caller fills the first group of fields and keeps the
@@ -30,6 +32,13 @@ typedef struct HttpRequest
 	const char *body;
 	size_t		body_len;
 	long		timeout_ms;
+	/* PEM, NUL-terminated, NULL for none: mutual TLS, a CA of its own */
+	const char *tls_client_cert;
+	const char *tls_client_key;
+	const char *tls_ca;
+	int			purpose;		/* the caller's tag: what the request is for */
+	char	   *body_keep;		/* NULL, or a buffer for more of the body: */
+	size_t		body_keep_size; /* its first body_keep_size - 1 bytes */
 
 	/* set by the engine */
 	CURLcode	result;
@@ -41,7 +50,8 @@ typedef struct HttpRequest
 	char		body_start[HTTP_BODY_KEEP + 1];
 	size_t		body_start_len;
 	size_t		body_read;
-	char		refused[160];	/* why a connection was refused by policy */
+	size_t		body_keep_len;	/* bytes in body_keep (NUL-terminated) */
+	char		refused[HTTP_REFUSED_MAX];	/* why it was refused by policy */
 	char		errbuf[CURL_ERROR_SIZE];
 	long		http_version;	/* CURL_HTTP_VERSION_* of the answer, or 0 */
 	long		new_connections;	/* connections it opened (0: reused one) */
