@@ -365,7 +365,7 @@ handler_auth_apply(WebhookJob *job)
 	job->req.tls_client_cert = NULL;
 	job->req.tls_client_key = NULL;
 	job->req.tls_ca = NULL;
-	if (auths == NULL || job->handler == NULL)
+	if (auths == NULL || job->handler == NULL || hash_get_num_entries(auths) == 0)
 		return true;
 	a = hash_search(auths, job->handler, HASH_FIND, NULL);
 	if (a == NULL || !a->present)
