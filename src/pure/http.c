@@ -97,24 +97,27 @@
  *	  what it writes while the connection is idle; the next request on the
  *	  connection, possibly another handler's to the same origin, reads that
  *	  as its own response ("Received HTTP/0.9", or a response the endpoint
- *	  wrote ahead).  libcurl 8.0's fix is to take a cached connection with
- *	  input waiting for dead; this file does the same from outside
- *	  (leftover_input, conn_spoil): when an HTTP/1 transfer gives up its
- *	  socket (socket_cb's CURL_POLL_REMOVE, which comes before libcurl runs
- *	  any other transfer, one waiting for that connection included) the
- *	  socket is peeked, and a kept socket that turns ready while idle is
- *	  peeked too (http_engine_perform, before any transfer runs).  Input
- *	  waiting means the connection cannot be reused: its descriptor is
- *	  replaced by a socket whose peer is closed, which libcurl's own check
- *	  before a reuse finds dead, so it closes the connection and opens a
- *	  new one.  Connections with nothing waiting, every healthy endpoint's,
- *	  are reused as before, at the cost of one recv a request; HTTP/2
- *	  connections (framed, checked by libcurl itself) are left alone,
- *	  known by their ALPN, not by the version libcurl reports (which an
- *	  HTTP/1 endpoint sets with a status line "HTTP/2 200").  As
- *	  with libcurl's fix, input that arrives between that check and the
- *	  next request's read is not seen, and neither is what OpenSSL has
- *	  already read into its buffer of a TLS record.
+ *	  wrote ahead).  No response tells beforehand that bytes will follow
+ *	  it, so no option set per request (CURLOPT_FORBID_REUSE) can be
+ *	  narrower than all of them.  libcurl 8.0's fix is to take a cached
+ *	  connection with input waiting for dead; this file does the same from
+ *	  outside: when an HTTP/1 transfer gives up its socket (socket_cb's
+ *	  CURL_POLL_REMOVE, which libcurl makes before it runs any other
+ *	  transfer, one waiting for that connection included) the socket is
+ *	  peeked (input_waiting), and so is a kept socket that turns ready
+ *	  while idle (kept_ready, before http_engine_perform runs any
+ *	  transfer).  Input waiting means the connection must not be reused:
+ *	  its descriptor is replaced by a socket whose peer is closed
+ *	  (conn_spoil), which libcurl's own check before a reuse finds dead,
+ *	  so it closes the connection and opens a new one.  Connections with
+ *	  nothing waiting, every healthy endpoint's, are reused as before, at
+ *	  the cost of one recv a request.  HTTP/2 connections (framed, checked
+ *	  by libcurl itself) are left alone, known by their ALPN, not by the
+ *	  version libcurl reports (which an HTTP/1 endpoint sets with a status
+ *	  line "HTTP/2 200").  As with libcurl's fix, input that arrives
+ *	  between that check and the next request's read is not seen, and
+ *	  neither is what OpenSSL has already read into its buffer of a TLS
+ *	  record.
  *
  * Uses libcurl, OpenSSL (only where libcurl uses the same) and the C
  * library.
