@@ -60,11 +60,14 @@ jobs_init(HttpEngine *engine)
 	dlist_init(&jobs.in_flight);
 }
 
-/* jobs_running: how many requests are in flight. */
+/*
+ * jobs_running: how many requests are in flight, those waiting for their
+ * handler's OAuth2 token included.
+ */
 int
 jobs_running(void)
 {
-	return http_engine_running(jobs.engine);
+	return http_engine_running(jobs.engine) + handler_auth_waiting();
 }
 
 /* responded: did a status line arrive (a cut body still counts)? */
@@ -576,6 +579,7 @@ jobs_send(WebhookJob *job)
 		return;
 	}
 	job->req.timeout_ms = (long) Min(left_ms, (int64) job->budget_ms);
+	handler_auth_tls(job);
 	if (!http_engine_start(jobs.engine, &job->req))
 	{
 		job->req.result = CURLE_FAILED_INIT;
