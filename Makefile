@@ -41,7 +41,9 @@ OBJS = \
 	src/settle.o \
 	src/health.o \
 	src/handler_health.o \
+	src/metrics.o \
 	src/pure/outcome.o \
+	src/pure/latency.o \
 	src/webhook.o \
 	src/pure/http.o \
 	src/pure/budget.o \

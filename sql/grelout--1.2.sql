@@ -378,6 +378,38 @@ COMMENT ON FUNCTION grelout.handler_public_key(text)
 	IS 'the public key (whpk_...) of a handler''s ed25519 signing key, to give to its receiver; NULL when its secret is no signing key';
 REVOKE ALL ON FUNCTION grelout.handler_public_key(text) FROM PUBLIC;
 
+------------------------------------------------------------------------
+-- issue 33: metrics where operators look
+--
+-- grelout.metrics(): every handler's and relay's counters and gauges of
+-- the server (all databases), read from shared memory, one row a
+-- Prometheus sample: metric is the series name (grelout_*), database,
+-- handler, relay and le its labels (NULL: none), value its value.
+-- Counters count from the server's start; the commit-to-delivery latency
+-- histogram's buckets are cumulative, le in seconds.
+-- contrib/prometheus/queries.yaml maps it onto prometheus-postgres-exporter.
+-- Not PUBLIC's: it names the handlers of every database.  It shows no
+-- URL, no error and no payload, so it is granted to pg_monitor, the
+-- predefined role of monitoring tools (which already sees the queries of
+-- every database), with USAGE on the schema grelout to reach it by name:
+-- the exporter's role needs only pg_monitor.
+CREATE FUNCTION grelout.metrics(
+	OUT database name,
+	OUT handler text,
+	OUT relay integer,
+	OUT metric text,
+	OUT le text,
+	OUT value double precision)
+	RETURNS SETOF record
+	AS 'MODULE_PATHNAME', 'grelout_metrics'
+	LANGUAGE C VOLATILE STRICT SECURITY INVOKER
+	SET search_path = pg_catalog, pg_temp;
+COMMENT ON FUNCTION grelout.metrics()
+	IS 'the handlers'' and relays'' counters, gauges and latency histogram of the server, one row a Prometheus sample (contrib/prometheus)';
+REVOKE ALL ON FUNCTION grelout.metrics() FROM PUBLIC;
+GRANT USAGE ON SCHEMA grelout TO pg_monitor;
+GRANT EXECUTE ON FUNCTION grelout.metrics() TO pg_monitor;
+
 -- grelout.capture(tbl) puts triggers on a table that publish each row
 -- change in the writing transaction, as outbox_publish would; the triggers
 -- call grelout._capture() with the topic and the captured columns as their

@@ -124,6 +124,7 @@ health_entry(Oid dboid, const char *name, bool create)
 		entry_reset(e);
 		e->version = 0;
 		e->in_flight = 0;
+		memset(&e->counters, 0, sizeof(e->counters));
 	}
 	LWLockRelease(health_lock);
 	if (e == NULL && !full_logged)
@@ -387,11 +388,16 @@ health_outcome(HealthEntry *e, HealthOutcome kind, bool probe, int64 pause_ms,
 			break;
 		case HEALTH_NEUTRAL:
 			if (pause_ms > 0)
+			{
+				e->counters.pauses++;
 				e->paused_until = Max(e->paused_until, now + pause_ms * 1000);
+			}
 			break;
 		case HEALTH_MESSAGE:
 			break;
 	}
+	if (t == HEALTH_OPENED || t == HEALTH_REOPENED)
+		e->counters.breaker_openings++;
 	if (t != HEALTH_NONE)
 	{
 		snapshot_locked(e, w);
@@ -400,6 +406,73 @@ health_outcome(HealthEntry *e, HealthOutcome kind, bool probe, int64 pause_ms,
 	}
 	SpinLockRelease(&e->mutex);
 	return t;
+}
+
+/*
+ * health_count: count a finished attempt of the handler and what became of
+ * it; a delivery's commit-to-delivery latency (latency_ms, -1: unknown)
+ * goes into the histogram.
+ */
+void
+health_count(HealthEntry *e, HealthCount what, int64 latency_ms)
+{
+	HealthCounters *c = &e->counters;
+
+	SpinLockAcquire(&e->mutex);
+	c->attempts++;
+	switch (what)
+	{
+		case HEALTH_COUNT_DELIVERED:
+			c->delivered++;
+			if (latency_ms >= 0)
+			{
+				c->latency_count++;
+				c->latency_sum_ms += (uint64) latency_ms;
+				c->latency_buckets[latency_bucket(latency_ms)]++;
+			}
+			break;
+		case HEALTH_COUNT_RETRIED:
+			c->retried++;
+			break;
+		case HEALTH_COUNT_DEAD:
+			c->dead++;
+			break;
+		case HEALTH_COUNT_HELD:
+			c->held++;
+			break;
+	}
+	SpinLockRelease(&e->mutex);
+}
+
+/*
+ * health_metrics: a copy (palloc'd HealthMetrics) of every entry of the
+ * server, all databases, taken entry by entry under its spinlock.
+ */
+List *
+health_metrics(void)
+{
+	HASH_SEQ_STATUS seq;
+	HealthEntry *e;
+	List	   *copies = NIL;
+
+	if (health_hash == NULL)
+		return NIL;
+	LWLockAcquire(health_lock, LW_SHARED);
+	hash_seq_init(&seq, health_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		HealthMetrics *m = palloc(sizeof(HealthMetrics));
+
+		m->key = e->key;
+		SpinLockAcquire(&e->mutex);
+		m->breaker = e->breaker;
+		m->in_flight = e->in_flight;
+		m->counters = e->counters;
+		SpinLockRelease(&e->mutex);
+		copies = lappend(copies, m);
+	}
+	LWLockRelease(health_lock);
+	return copies;
 }
 
 /*

@@ -15,6 +15,7 @@
 
 #include "grelout.h"
 
+#include "latency.h"
 #include "nodes/pg_list.h"
 #include "storage/spin.h"
 
@@ -24,6 +25,37 @@
 #define BREAKER_HALF_OPEN	2
 
 extern const char *const health_breaker_names[3];
+
+/*
+ * A handler's counters since the server started, for grelout.metrics()
+ * (metrics.c): every finished attempt, what became of it, the pauses and
+ * breaker openings, and the commit-to-delivery latency of its deliveries
+ * (latency.h; buckets not cumulative here, latency_buckets[LATENCY_BOUNDS]
+ * being +Inf).  Kept when the handler is deleted or renamed: a counter
+ * never goes back.
+ */
+typedef struct HealthCounters
+{
+	uint64		attempts;		/* finished requests (a timeout included) */
+	uint64		delivered;
+	uint64		retried;
+	uint64		dead;
+	uint64		held;			/* handed back by its open breaker */
+	uint64		pauses;			/* 429/503 with Retry-After */
+	uint64		breaker_openings;	/* closed -> open, and failed probes */
+	uint64		latency_count;
+	uint64		latency_sum_ms;
+	uint64		latency_buckets[LATENCY_BUCKETS];
+} HealthCounters;
+
+/* What a finished attempt became, for its handler's counters. */
+typedef enum HealthCount
+{
+	HEALTH_COUNT_DELIVERED,
+	HEALTH_COUNT_RETRIED,
+	HEALTH_COUNT_DEAD,
+	HEALTH_COUNT_HELD
+} HealthCount;
 
 /* Most handlers tracked over all databases of the server. */
 #define GRELOUT_MAX_HEALTH_ENTRIES	2048
@@ -72,7 +104,18 @@ typedef struct HealthEntry
 	TimestampTz paused_until;	/* Retry-After of a 429/503 */
 	double		tokens;			/* max_per_second budget */
 	TimestampTz tokens_at;
+	/* grelout.metrics() */
+	HealthCounters counters;
 } HealthEntry;
+
+/* One handler's state as grelout.metrics() reads it. */
+typedef struct HealthMetrics
+{
+	HealthKey	key;
+	int			breaker;
+	int			in_flight;
+	HealthCounters counters;
+} HealthMetrics;
 
 /* A breaker state to store, with the event to publish about it. */
 typedef struct HealthWrite
@@ -130,6 +173,8 @@ extern List *health_restricted(Oid dboid, TimestampTz now);
 extern List *health_disable_due(Oid dboid, TimestampTz now);
 extern void health_disable_undo(Oid dboid, const char *name);
 extern void health_snapshot(HealthEntry *e, HealthWrite *w);
+extern void health_count(HealthEntry *e, HealthCount what, int64 latency_ms);
+extern List *health_metrics(void);
 extern void health_forget(Oid dboid, const char *name);
 extern bool health_reenabled(Oid dboid, const char *name, HealthWrite *w);
 

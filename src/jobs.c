@@ -18,6 +18,8 @@
 #include "relay.h"
 
 #include "common/pg_prng.h"
+#include "datatype/timestamp.h"
+#include "latency.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "outcome.h"
@@ -80,6 +82,53 @@ responded(const HttpRequest *r)
 }
 
 /*
+ * delivery_latency_ms: from the message's publish (the time in its UUIDv7
+ * id, latency.c) to now, in milliseconds; -1 when the id carries none.
+ */
+static int64
+delivery_latency_ms(const WebhookJob *job)
+{
+	int64		published_ms;
+	int64		now_ms;
+
+	if (!latency_uuid7_ms(job->id.data, &published_ms))
+		return -1;
+	now_ms = GetCurrentTimestamp() / 1000 +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	return now_ms - published_ms;
+}
+
+/*
+ * count_attempt: a finished attempt in its handler's counters, for
+ * grelout.metrics() (1.1; none when the shared table had no room for it).
+ */
+static void
+count_attempt(const WebhookJob *job, SettleState state)
+{
+	HealthEntry *e = job->local ? job->local->entry : NULL;
+
+	if (e == NULL)
+		return;
+	switch (state)
+	{
+		case SETTLE_DELIVERED:
+			health_count(e, HEALTH_COUNT_DELIVERED, delivery_latency_ms(job));
+			break;
+		case SETTLE_RETRY:
+			health_count(e, HEALTH_COUNT_RETRIED, -1);
+			break;
+		case SETTLE_DEAD:
+			health_count(e, HEALTH_COUNT_DEAD, -1);
+			break;
+		case SETTLE_HOLD:
+			health_count(e, HEALTH_COUNT_HELD, -1);
+			break;
+		default:
+			break;				/* released: not finished */
+	}
+}
+
+/*
  * queue_settle: queue the outcome of a job's attempt for the next database
  * cycle, with the attempt's HTTP status and duration.
  */
@@ -113,6 +162,7 @@ queue_settle(const WebhookJob *job, SettleState state, int64 delay_ms,
 		it->duration_ms = (int) Min((relay_now() - job->started_us) / 1000, PG_INT32_MAX);
 	MemoryContextSwitchTo(old);
 
+	count_attempt(job, state);
 	if (state == SETTLE_DELIVERED)
 		jobs.count_delivered++;
 	else if (state == SETTLE_RETRY)

@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(366);
+SELECT plan(371);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -356,8 +356,8 @@ SELECT functions_are('grelout',
 		'_wake', '_keeps_delivered', '_handlers_reroute', '_handlers_forget', '_outbox_truncated',
 		'capture', 'uncapture', '_capture', 'relay_stats_by_database', '_handler_live',
 		'_handlers_health', 'set_secret', '_lock_routing', '_finalize_fanout',
-		'new_signing_key', 'handler_public_key'],
-	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live, _handlers_health and (1.2) set_secret, _lock_routing, _finalize_fanout, new_signing_key, handler_public_key');
+		'new_signing_key', 'handler_public_key', 'metrics'],
+	'schema grelout has the functions _assert_preloaded, _handlers_validate, _mask_url, relay_stats, _topic_matches, _wake, _keeps_delivered, _handlers_reroute, _handlers_forget, _outbox_truncated, capture, uncapture, _capture, relay_stats_by_database, _handler_live, _handlers_health and (1.2) set_secret, _lock_routing, _finalize_fanout, new_signing_key, handler_public_key, metrics');
 -- capture (issue 13): run as the caller (the table's owner is checked as
 -- current_user), search_path pinned; the trigger function runs as the writer
 SELECT isnt_definer('grelout', f, a, 'grelout.' || f || ' is SECURITY INVOKER')
@@ -412,6 +412,18 @@ SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: n
 SELECT table_privs_are('grelout', t, 'public', ARRAY[]::text[], 'grelout.' || t || ': nothing for PUBLIC')
 FROM unnest(ARRAY['outbox', 'handlers', 'status', 'handlers_masked', 'relays', 'fanout',
 	'deliveries', 'handler_health', 'handler_status']::name[]) AS t;
+
+-- issue 33: grelout.metrics() is not PUBLIC's (it names every database's
+-- handlers) but pg_monitor's, with USAGE on the schema to reach it; it
+-- runs as its caller, search_path pinned
+SELECT function_privs_are('grelout', 'metrics', ARRAY[]::name[], 'public', ARRAY[]::text[],
+	'grelout.metrics: no EXECUTE for PUBLIC');
+SELECT function_privs_are('grelout', 'metrics', ARRAY[]::name[], 'pg_monitor', ARRAY['EXECUTE'],
+	'grelout.metrics: EXECUTE for pg_monitor');
+SELECT schema_privs_are('grelout', 'pg_monitor', ARRAY['USAGE'], 'schema grelout: USAGE for pg_monitor, no CREATE');
+SELECT isnt_definer('grelout', 'metrics', ARRAY[]::name[], 'grelout.metrics is SECURITY INVOKER');
+SELECT is((SELECT proconfig FROM pg_proc WHERE oid = 'grelout.metrics()'::regprocedure),
+	ARRAY['search_path=pg_catalog, pg_temp'], 'grelout.metrics pins search_path to pg_catalog, pg_temp');
 
 -- issue 34: asymmetric signatures.  new_signing_key() runs as its caller;
 -- handler_public_key(name) reads the handler's secret as the extension's

@@ -1,0 +1,295 @@
+# Metrics where operators look (issue 33, part 2): grelout.metrics() and
+# contrib/prometheus/queries.yaml through Debian's prometheus-postgres-exporter.
+#
+# 1. Three handlers against a live receiver: "ok" answers 204 to its 10
+#    messages; "bad" answers 503 (no Retry-After) to its 3 messages, each
+#    tried twice (max_attempts 2: a retry, then dead); "slow" answers 429
+#    with Retry-After once, then 204, to its one message (a pause).
+#    grelout.metrics() counts exactly that per handler: attempts,
+#    delivered, retried, dead, pauses; a latency histogram of the
+#    deliveries, cumulative, as many as delivered, its sum within what the
+#    test waited; the relays' counters add up to the same.
+# 2. Who may call it: a role in pg_monitor may, a plain role may not.
+# 3. The exporter, run with the queries file as that pg_monitor role,
+#    serves the grelout_* series with these values and the histogram's
+#    le buckets, _sum and _count; every series the dashboard
+#    (contrib/grafana/grelout.json) names is among them.
+# 4. If Debian's prometheus is installed: it scrapes the exporter, a
+#    recording rule computes the delivery rate per handler, and its query
+#    API returns that rule's series for each handler.
+use strict;
+use warnings;
+use HTTP::Tiny;
+use JSON::PP;
+use PostgreSQL::Test::Utils;
+use FindBin;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use GreloutTest;
+
+my $src = $ENV{GRELOUT_SRC} // "$FindBin::RealBin/../..";
+
+
+my $recv = start_receiver();
+my $node = grelout_node('metrics',
+	"grelout.poll_interval = '200ms'",
+	"grelout.retry_base = '200ms'",
+	"grelout.retry_max = '1s'",
+	"grelout.retry_jitter = 0",
+	"grelout.breaker_threshold = 0",
+	"grelout.keep_delivered = on");
+
+sub sq { return $node->safe_psql('app', $_[0]); }
+
+sub handler
+{
+	my ($name, $path, $extra) = @_;
+	my $url = $recv->url($path);
+	sq("INSERT INTO grelout.handlers (name, topic, url, max_attempts) VALUES ('$name', '$name.t', '$url', "
+		  . ($extra // 'NULL') . ")");
+}
+
+# metric(NAME, HANDLER[, LE]): the value grelout.metrics() gives
+sub metric
+{
+	my ($name, $handler, $le) = @_;
+	my $where = defined $le ? "le = '$le'" : 'le IS NULL';
+	return sq("SELECT value FROM grelout.metrics() WHERE database = 'app' AND handler = '$handler'"
+		  . " AND metric = '$name' AND $where");
+}
+
+ok(wait_until(sub { sq('SELECT count(*) FROM grelout.relays WHERE pid IS NOT NULL') ge '1' }, 60),
+	'a relay runs');
+is(sq("SELECT count(*) FROM grelout.metrics() WHERE handler IS NOT NULL"), '0',
+	'no handler has metrics before its first request');
+
+# ---- 1. a known number of deliveries, some failing
+$recv->script('/bad', [], { status => 503, body => 'unavailable' });
+$recv->script('/slow', [ { status => 429, headers => { 'Retry-After' => '1' } } ], { status => 204 });
+handler('ok', '/ok');
+handler('bad', '/bad', 2);
+handler('slow', '/slow');
+my $t0 = time();
+sq("SELECT count(outbox_publish('ok.t', jsonb_build_object('n', g))) FROM generate_series(1, 10) g");
+sq("SELECT count(outbox_publish('bad.t', jsonb_build_object('n', g))) FROM generate_series(1, 3) g");
+sq("SELECT outbox_publish('slow.t', '{}')");
+ok(wait_until(sub {
+	sq("SELECT count(*) FILTER (WHERE state = 'delivered') = 11 AND count(*) FILTER (WHERE state = 'dead') = 3"
+		  . " FROM grelout.outbox") eq 't'
+}, 60), 'ten + one delivered, three dead');
+my $waited = time() - $t0;
+is($recv->count('/ok'), 10, 'the receiver got ten requests for ok');
+is($recv->count('/bad'), 6, 'and six for bad (two attempts each)');
+
+# the relay counts an outcome as it decides it; the slot's at the commit
+ok(wait_until(sub {
+	sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_dead_total'") eq '3'
+}, 30), 'the relays counted the three dead deliveries once settled');
+
+my %want = (
+	ok => { attempts => 10, delivered => 10, retried => 0, dead => 0, pauses => 0 },
+	bad => { attempts => 6, delivered => 0, retried => 3, dead => 3, pauses => 0 },
+	slow => { attempts => 2, delivered => 1, retried => 1, dead => 0, pauses => 1 });
+for my $h (sort keys %want)
+{
+	for my $c (sort keys %{ $want{$h} })
+	{
+		is(metric("grelout_handler_${c}_total", $h), $want{$h}{$c}, "metrics(): $h $c = $want{$h}{$c}");
+	}
+	is(metric('grelout_handler_in_flight', $h), '0', "metrics(): $h has nothing in flight");
+	is(metric('grelout_handler_breaker_state', $h), '0', "metrics(): $h breaker closed (0)");
+	is(metric('grelout_delivery_latency_seconds_count', $h), $want{$h}{delivered},
+		"metrics(): $h latency count = its deliveries");
+	is(metric('grelout_delivery_latency_seconds_bucket', $h, '+Inf'), $want{$h}{delivered},
+		"metrics(): $h +Inf bucket = its deliveries");
+}
+
+my @buckets = split /\n/, sq("SELECT le || '|' || value FROM grelout.metrics()"
+	  . " WHERE handler = 'ok' AND metric = 'grelout_delivery_latency_seconds_bucket'"
+	  . " ORDER BY le::float8");
+is(scalar @buckets, 13, 'thirteen latency buckets, +Inf included');
+my ($prev, $monotone) = (0, 1);
+for (@buckets)
+{
+	my (undef, $v) = split /\|/;
+	$monotone = 0 if $v < $prev;
+	$prev = $v;
+}
+ok($monotone, 'the buckets are cumulative (never decreasing)');
+is((split /\|/, $buckets[0])[0], '0.005', 'the first bound is 5 ms, in seconds');
+my $sum = metric('grelout_delivery_latency_seconds_sum', 'ok');
+ok($sum > 0 && $sum <= 10 * ($waited + 1),
+	"latency sum of ok ($sum s) is positive and within what the test waited ($waited s a delivery)");
+my $slow_sum = metric('grelout_delivery_latency_seconds_sum', 'slow');
+ok($slow_sum >= 0.9, "slow's delivery waited for its Retry-After: latency $slow_sum s");
+is(metric('grelout_delivery_latency_seconds_bucket', 'slow', '0.5'), '0',
+	"slow's delivery is not in the 0.5 s bucket");
+
+is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_delivered_total'"), '11',
+	'the relays delivered eleven');
+is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_retried_total'"), '4',
+	'and retried four');
+is(sq("SELECT count(*) FROM grelout.metrics() WHERE metric = 'grelout_relay_up' AND value = 1"),
+	sq("SELECT count(*) FROM grelout.relays WHERE pid IS NOT NULL"), 'one grelout_relay_up a running relay');
+
+# ---- 2. who may call it
+sq("CREATE ROLE watcher LOGIN IN ROLE pg_monitor");
+sq("CREATE ROLE nobody LOGIN");
+is($node->safe_psql('app', "SELECT count(*) > 0 FROM grelout.metrics()", extra_params => [ '-U', 'watcher' ]),
+	't', 'a role in pg_monitor may call grelout.metrics()');
+my ($ret, $out, $err) = $node->psql('app', "SELECT count(*) FROM grelout.metrics()",
+	extra_params => [ '-U', 'nobody' ]);
+like($err, qr/permission denied/, 'a plain role may not');
+
+# ---- 3. prometheus-postgres-exporter with contrib/prometheus/queries.yaml
+my $exporter = '/usr/bin/prometheus-postgres-exporter';
+my %series;
+SKIP:
+{
+	skip 'prometheus-postgres-exporter is not installed (scripts/deps)', 1 unless -x $exporter;
+
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my ($eout, $eerr) = ('', '');
+	local $ENV{DATA_SOURCE_NAME} = sprintf('host=%s port=%d dbname=app user=watcher sslmode=disable',
+		$node->host, $node->port);
+	my $h = IPC::Run::start([ $exporter, "--extend.query-path=$src/contrib/prometheus/queries.yaml",
+			'--disable-default-metrics', '--disable-settings-metrics',
+			'--no-collector.database', '--no-collector.bgwriter',
+			"--web.listen-address=127.0.0.1:$port" ], '>', \$eout, '2>', \$eerr);
+	my $http = HTTP::Tiny->new(timeout => 10);
+	my $body;
+	ok(wait_until(sub {
+		my $r = $http->get("http://127.0.0.1:$port/metrics");
+		$body = $r->{content} if $r->{success};
+		defined $body && $body =~ /^grelout_handler_delivered_total/m;
+	}, 30), 'the exporter serves grelout_* series') or diag("exporter: $eerr");
+	$body //= '';
+
+	# name{labels} value: every sample of the scrape
+	for my $line (split /\n/, $body)
+	{
+		next if $line =~ /^#/ || $line !~ /^(\w+)(?:\{(.*)\})?\s+(\S+)$/;
+		my ($name, $labels, $value) = ($1, $2 // '', $3);
+		my %l = $labels =~ /(\w+)="((?:[^"\\]|\\.)*)"/g;
+		push @{ $series{$name} }, { labels => \%l, value => $value };
+	}
+	# sample(NAME, LABEL => VALUE...): the value of the one matching sample
+	my $sample = sub {
+		my ($name, %match) = @_;
+		my @m = grep {
+			my $s = $_;
+			!grep { ($s->{labels}{$_} // '') ne $match{$_} } keys %match
+		} @{ $series{$name} // [] };
+		return @m == 1 ? $m[0]{value} : scalar(@m) . ' samples';
+	};
+	like($body, qr/^pg_exporter_last_scrape_error 0$/m, 'the scrape ran every query without error')
+	  or diag($eerr);
+	for my $h (sort keys %want)
+	{
+		for my $c (sort keys %{ $want{$h} })
+		{
+			is($sample->("grelout_handler_${c}_total", database => 'app', handler => $h), $want{$h}{$c},
+				"exporter: grelout_handler_${c}_total{handler=\"$h\"} = $want{$h}{$c}");
+		}
+		is($sample->('grelout_delivery_latency_seconds_count', handler => $h), $want{$h}{delivered},
+			"exporter: grelout_delivery_latency_seconds_count{handler=\"$h\"}");
+		is($sample->('grelout_delivery_latency_seconds_bucket', handler => $h, le => '+Inf'),
+			$want{$h}{delivered}, "exporter: grelout_delivery_latency_seconds_bucket{le=\"+Inf\",handler=\"$h\"}");
+		is($sample->('grelout_handler_breaker_state', handler => $h), 0,
+			"exporter: grelout_handler_breaker_state{handler=\"$h\"} = 0");
+	}
+	is(scalar(grep { $_->{labels}{handler} eq 'ok' } @{ $series{grelout_delivery_latency_seconds_bucket} // [] }),
+		13, 'exporter: thirteen le buckets for ok');
+	is($sample->('grelout_delivery_latency_seconds_bucket', handler => 'ok', le => '0.005'),
+		metric('grelout_delivery_latency_seconds_bucket', 'ok', '0.005'),
+		'exporter: the 5 ms bucket as metrics() has it');
+	like($body, qr/^# TYPE grelout_delivery_latency_seconds histogram$/m, 'exporter: typed histogram');
+	like($body, qr/^# TYPE grelout_handler_delivered_total counter$/m, 'exporter: counters typed counter');
+	my $relays = 0;
+	$relays += $_->{value} for @{ $series{grelout_relay_delivered_total} // [] };
+	is($relays, 11, 'exporter: grelout_relay_delivered_total adds up to eleven');
+
+	# every series the dashboard names is served
+	my $dash = decode_json(slurp_file("$src/contrib/grafana/grelout.json"));
+	my @exprs;
+	my $walk;
+	$walk = sub {
+		my ($x) = @_;
+		if (ref $x eq 'HASH')
+		{
+			push @exprs, $x->{expr} if defined $x->{expr} && !ref $x->{expr};
+			$walk->($_) for values %$x;
+		}
+		elsif (ref $x eq 'ARRAY') { $walk->($_) for @$x }
+	};
+	$walk->($dash);
+	ok(@exprs >= 5, scalar(@exprs) . ' expressions in the dashboard');
+	my @missing;
+	for my $e (@exprs)
+	{
+		my @names = $e =~ /\b(grelout_\w+)/g;
+		push @missing, "$e (names no grelout series)" unless @names;
+		push @missing, grep { !$series{$_} } @names;
+	}
+	is(join(', ', @missing), '', 'every series the dashboard names is served by the exporter');
+
+	# ---- 4. prometheus: scrape, recording rule, query API
+	SKIP:
+	{
+		my $prom = '/usr/bin/prometheus';
+		skip 'prometheus is not installed (scripts/deps)', 2 unless -x $prom;
+		my $dir = PostgreSQL::Test::Utils::tempdir();
+		my $pport = PostgreSQL::Test::Cluster::get_free_port();
+		open(my $fh, '>', "$dir/rules.yml") or die;
+		print $fh <<'EOF';
+groups:
+  - name: grelout
+    interval: 1s
+    rules:
+      - record: handler:grelout_handler_delivered:rate1m
+        expr: sum by (database, handler) (rate(grelout_handler_delivered_total[1m]))
+EOF
+		close $fh;
+		open($fh, '>', "$dir/prometheus.yml") or die;
+		print $fh <<"EOF";
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $dir/rules.yml
+scrape_configs:
+  - job_name: grelout
+    static_configs:
+      - targets: ['127.0.0.1:$port']
+EOF
+		close $fh;
+		my ($pout, $perr) = ('', '');
+		my $p = IPC::Run::start([ $prom, "--config.file=$dir/prometheus.yml",
+				"--storage.tsdb.path=$dir/data", "--web.listen-address=127.0.0.1:$pport" ],
+			'>', \$pout, '2>', \$perr);
+		# deliver more while prometheus watches, so the rate is not zero
+		my $more = sub { sq("SELECT count(outbox_publish('ok.t', '{}')) FROM generate_series(1, 5)") };
+		my $result;
+		ok(wait_until(sub {
+			$more->();
+			my $r = $http->get("http://127.0.0.1:$pport/api/v1/query?query=handler:grelout_handler_delivered:rate1m");
+			return 0 unless $r->{success};
+			my $j = eval { decode_json($r->{content}) } or return 0;
+			$result = $j->{data}{result};
+			my ($ok) = grep { $_->{metric}{handler} eq 'ok' } @{ $result // [] };
+			return $ok && $ok->{value}[1] > 0;
+		}, 90), 'prometheus: the recording rule gives a positive delivery rate for ok')
+		  or diag("prometheus: $perr");
+		is(join(',', sort map { $_->{metric}{handler} } @{ $result // [] }), 'bad,ok,slow',
+			'prometheus: one rate series a handler');
+		$p->signal('TERM');
+		$p->finish;
+	}
+
+	$h->signal('TERM');
+	$h->finish;
+}
+
+$node->stop;
+$recv->stop;
+done_testing();
