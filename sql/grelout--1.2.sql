@@ -391,8 +391,11 @@ REVOKE ALL ON FUNCTION grelout.handler_public_key(text) FROM PUBLIC;
 -- Not PUBLIC's: it names the handlers of every database.  It shows no
 -- URL, no error and no payload, so it is granted to pg_monitor, the
 -- predefined role of monitoring tools (which already sees the queries of
--- every database), with USAGE on the schema grelout to reach it by name:
--- the exporter's role needs only pg_monitor.
+-- every database).  USAGE on the schema grelout is not granted here: in
+-- the upgrade that GRANT would record the schema's whole ACL, the
+-- administrator's own grants included, as the extension's initial
+-- privileges, which pg_dump then leaves out (test 092); the administrator
+-- grants it to the exporter's role (README, "Metrics").
 CREATE FUNCTION grelout.metrics(
 	OUT database name,
 	OUT handler text,
@@ -407,7 +410,6 @@ CREATE FUNCTION grelout.metrics(
 COMMENT ON FUNCTION grelout.metrics()
 	IS 'the handlers'' and relays'' counters, gauges and latency histogram of the server, one row a Prometheus sample (contrib/prometheus)';
 REVOKE ALL ON FUNCTION grelout.metrics() FROM PUBLIC;
-GRANT USAGE ON SCHEMA grelout TO pg_monitor;
 GRANT EXECUTE ON FUNCTION grelout.metrics() TO pg_monitor;
 
 -- grelout.capture(tbl) puts triggers on a table that publish each row

@@ -9,7 +9,8 @@
 #    delivered, retried, dead, pauses; a latency histogram of the
 #    deliveries, cumulative, as many as delivered, its sum within what the
 #    test waited; the relays' counters add up to the same.
-# 2. Who may call it: a role in pg_monitor may, a plain role may not.
+# 2. Who may call it: a role in pg_monitor may, another role may not
+#    (both with USAGE on the schema grelout).
 # 3. The exporter, run with the queries file as that pg_monitor role,
 #    serves the grelout_* series with these values and the histogram's
 #    le buckets, _sum and _count; every series the dashboard
@@ -133,13 +134,15 @@ is(sq("SELECT count(*) FROM grelout.metrics() WHERE metric = 'grelout_relay_up' 
 	sq("SELECT count(*) FROM grelout.relays WHERE pid IS NOT NULL"), 'one grelout_relay_up a running relay');
 
 # ---- 2. who may call it
+# (as README says: a role in pg_monitor, given USAGE on the schema)
 sq("CREATE ROLE watcher LOGIN IN ROLE pg_monitor");
 sq("CREATE ROLE nobody LOGIN");
+sq("GRANT USAGE ON SCHEMA grelout TO watcher, nobody");
 is($node->safe_psql('app', "SELECT count(*) > 0 FROM grelout.metrics()", extra_params => [ '-U', 'watcher' ]),
 	't', 'a role in pg_monitor may call grelout.metrics()');
 my ($ret, $out, $err) = $node->psql('app', "SELECT count(*) FROM grelout.metrics()",
 	extra_params => [ '-U', 'nobody' ]);
-like($err, qr/permission denied/, 'a plain role may not');
+like($err, qr/permission denied for function metrics/, 'a role not in pg_monitor may not');
 
 # ---- 3. prometheus-postgres-exporter with contrib/prometheus/queries.yaml
 my $exporter = '/usr/bin/prometheus-postgres-exporter';
