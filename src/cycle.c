@@ -458,6 +458,7 @@ cycle_run(bool claim)
 {
 	uint64		released = 0;
 	volatile bool committed = false;
+	MonoTime	started = relay_now();
 
 	PG_TRY();
 	{
@@ -495,6 +496,7 @@ cycle_run(bool claim)
 		cycle_failed();
 	}
 	PG_END_TRY();
+	grelout_slot_cycle(MyRelay.slot, committed, relay_now() - started);
 	claim_budget_close(jobs_unstarted(), committed);
 	return committed;
 }

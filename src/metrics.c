@@ -98,8 +98,9 @@ handler_samples(ReturnSetInfo *rsinfo, const char *database,
 }
 
 /*
- * relay_samples: each relay slot in use: its outcomes since the slot went
- * to its database, its requests in flight, and whether it runs.
+ * relay_samples: each relay slot in use: its outcomes and database cycles
+ * (their number, those rolled back, their time) since the slot went to
+ * its database, its requests in flight, and whether it runs.
  */
 static void
 relay_samples(ReturnSetInfo *rsinfo)
@@ -131,6 +132,12 @@ relay_samples(ReturnSetInfo *rsinfo)
 				   (double) copy.retried);
 		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_dead_total", NULL,
 				   (double) copy.dead);
+		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_cycles_total", NULL,
+				   (double) copy.cycles);
+		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_cycle_errors_total", NULL,
+				   (double) copy.cycle_errors);
+		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_cycle_seconds_total", NULL,
+				   copy.cycle_us / 1e6);
 	}
 }
 

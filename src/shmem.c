@@ -293,6 +293,21 @@ grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
 }
 
 /*
+ * grelout_slot_cycle: count a database cycle, whether it committed, and
+ * its time in microseconds.
+ */
+void
+grelout_slot_cycle(GreloutRelaySlot *slot, bool committed, int64 us)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->cycles++;
+	if (!committed)
+		slot->cycle_errors++;
+	slot->cycle_us += (uint64) Max(us, 0);
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
  * grelout_slot_extension: whether the relay found the extension in its
  * database, for the launcher ('*' serves only databases with it).
  */

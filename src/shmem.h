@@ -61,6 +61,9 @@ typedef struct GreloutRelaySlot
 	uint64		delivered;
 	uint64		retried;
 	uint64		dead;
+	uint64		cycles;			/* database cycles run (grelout.metrics()) */
+	uint64		cycle_errors;	/* of them, rolled back */
+	uint64		cycle_us;		/* their time: settle, claim, commit */
 	TimestampTz last_error_at;
 	char		last_error[GRELOUT_LAST_ERROR_MAX];
 } GreloutRelaySlot;
@@ -193,6 +196,7 @@ extern void grelout_slot_set_activity(GreloutRelaySlot *slot, const char *activi
 extern void grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
 							   int dead, int in_flight);
 extern void grelout_slot_error(GreloutRelaySlot *slot, const char *error);
+extern void grelout_slot_cycle(GreloutRelaySlot *slot, bool committed, int64 us);
 extern void grelout_slot_extension(GreloutRelaySlot *slot, bool found);
 
 #endif							/* GRELOUT_SHMEM_H */

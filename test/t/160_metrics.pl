@@ -8,7 +8,9 @@
 #    grelout.metrics() counts exactly that per handler: attempts,
 #    delivered, retried, dead, pauses; a latency histogram of the
 #    deliveries, cumulative, as many as delivered, its sum within what the
-#    test waited; the relays' counters add up to the same.
+#    test waited; the relays' counters add up to the same, and they
+#    counted their cycles (none failed) and the time in them; a cycle
+#    that waits out its lock_timeout on a locked outbox counts as failed.
 # 2. Who may call it: a role in pg_monitor may, another role may not
 #    (both with USAGE on the schema grelout).
 # 3. The exporter, run with the queries file as that pg_monitor role,
@@ -130,8 +132,22 @@ is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_de
 	'the relays delivered eleven');
 is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_retried_total'"), '4',
 	'and retried four');
+is(sq("SELECT bool_and(value > 0) FROM grelout.metrics() WHERE metric IN"
+	  . " ('grelout_relay_cycles_total', 'grelout_relay_cycle_seconds_total')"), 't',
+	'the relays counted their cycles and the time they took');
+is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_cycle_errors_total'"), '0',
+	'and none of them failed');
 is(sq("SELECT count(*) FROM grelout.metrics() WHERE metric = 'grelout_relay_up' AND value = 1"),
 	sq("SELECT count(*) FROM grelout.relays WHERE pid IS NOT NULL"), 'one grelout_relay_up a running relay');
+
+# a cycle that cannot lock the outbox (lock_timeout) is rolled back: counted
+my $locker = $node->background_psql('app');
+$locker->query_safe('BEGIN; LOCK TABLE grelout.outbox IN ACCESS EXCLUSIVE MODE');
+ok(wait_until(sub {
+	sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_cycle_errors_total'") > 0
+}, 30), 'a cycle that waited out its lock_timeout counts in grelout_relay_cycle_errors_total');
+$locker->query_safe('ROLLBACK');
+$locker->quit;
 
 # ---- 2. who may call it
 # (as README says: a role in pg_monitor, given USAGE on the schema)
@@ -211,6 +227,8 @@ SKIP:
 	my $relays = 0;
 	$relays += $_->{value} for @{ $series{grelout_relay_delivered_total} // [] };
 	is($relays, 11, 'exporter: grelout_relay_delivered_total adds up to eleven');
+	ok(@{ $series{grelout_relay_cycles_total} // [] } && !grep({ $_->{value} <= 0 } @{ $series{grelout_relay_cycles_total} }),
+		'exporter: grelout_relay_cycles_total, positive for every relay');
 
 	# every series the dashboard names is served
 	my $dash = decode_json(slurp_file("$src/contrib/grafana/grelout.json"));
