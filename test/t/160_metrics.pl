@@ -11,6 +11,8 @@
 #    test waited; the relays' counters add up to the same, and they
 #    counted their cycles (none failed) and the time in them; a cycle
 #    that waits out its lock_timeout on a locked outbox counts as failed.
+#    A fourth handler's breaker (threshold 2) opens: counted once, state 1,
+#    each attempt retried or held.
 # 2. Who may call it: a role in pg_monitor may, another role may not
 #    (both with USAGE on the schema grelout).
 # 3. The exporter, run with the queries file as that pg_monitor role,
@@ -140,6 +142,25 @@ is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_cy
 is(sq("SELECT count(*) FROM grelout.metrics() WHERE metric = 'grelout_relay_up' AND value = 1"),
 	sq("SELECT count(*) FROM grelout.relays WHERE pid IS NOT NULL"), 'one grelout_relay_up a running relay');
 
+# a breaker: threshold 2, an endpoint that answers 500: the second failure
+# opens it (counted, state 1), the requests then in flight are held
+GreloutTest::set_conf($node, 'grelout.breaker_threshold' => 2, 'grelout.breaker_cooldown' => '60s');
+$recv->script('/brk', [], { status => 500, delay => 0.3 });
+handler('brk', '/brk');
+sq("SELECT count(outbox_publish('brk.t', jsonb_build_object('n', g))) FROM generate_series(1, 4) g");
+ok(wait_until(sub { metric('grelout_handler_breaker_state', 'brk') eq '1' }, 30),
+	'metrics(): brk breaker_state 1 (open) after its failures');
+is(metric('grelout_handler_breaker_openings_total', 'brk'), '1', 'metrics(): brk breaker opened once');
+# (an attempt is counted just after its request leaves in_flight: poll)
+my %brk;
+ok(wait_until(sub {
+	%brk = map { $_ => metric("grelout_handler_$_", 'brk') } qw(in_flight attempts_total retried_total held_total);
+	$brk{in_flight} == 0 && $brk{attempts_total} == $brk{retried_total} + $brk{held_total}
+	  && $brk{attempts_total} == $recv->count('/brk');
+}, 30), 'metrics(): then nothing of brk in flight, each attempt retried or held, as many as the receiver got')
+  or diag(explain \%brk);
+ok($brk{retried_total} >= 2, "metrics(): the failures that opened it were retried ($brk{retried_total})");
+
 # a cycle that cannot lock the outbox (lock_timeout) is rolled back: counted
 my $locker = $node->background_psql('app');
 $locker->query_safe('BEGIN; LOCK TABLE grelout.outbox IN ACCESS EXCLUSIVE MODE');
@@ -227,6 +248,10 @@ SKIP:
 	my $relays = 0;
 	$relays += $_->{value} for @{ $series{grelout_relay_delivered_total} // [] };
 	is($relays, 11, 'exporter: grelout_relay_delivered_total adds up to eleven');
+	is($sample->('grelout_handler_breaker_state', handler => 'brk'), 1,
+		'exporter: grelout_handler_breaker_state{handler="brk"} = 1 (open)');
+	is($sample->('grelout_handler_breaker_openings_total', handler => 'brk'), 1,
+		'exporter: grelout_handler_breaker_openings_total{handler="brk"} = 1');
 	ok(@{ $series{grelout_relay_cycles_total} // [] } && !grep({ $_->{value} <= 0 } @{ $series{grelout_relay_cycles_total} }),
 		'exporter: grelout_relay_cycles_total, positive for every relay');
 
@@ -301,7 +326,7 @@ EOF
 			return $ok && $ok->{value}[1] > 0;
 		}, 90), 'prometheus: the recording rule gives a positive delivery rate for ok')
 		  or diag("prometheus: $perr");
-		is(join(',', sort map { $_->{metric}{handler} } @{ $result // [] }), 'bad,ok,slow',
+		is(join(',', sort map { $_->{metric}{handler} } @{ $result // [] }), 'bad,brk,ok,slow',
 			'prometheus: one rate series a handler');
 		$p->signal('TERM');
 		$p->finish;
