@@ -91,7 +91,7 @@ ok($r && values_of($r, 'traceparent') eq '', 'no trace context: no traceparent s
 # 4. a captured write with a sqlcommenter comment
 my $ctrace = 'a3ce929d0e0e47364bf92f3577b34da6';
 sq("CREATE TABLE items (id int PRIMARY KEY, name text);
-	SELECT grelout.capture('items');");
+	SELECT grelout.capture('items', topic => 'items');");
 sq("INSERT INTO items VALUES (1, 'one') /*controller='items',traceparent='00-$ctrace-b7ad6b7169203331-01'*/");
 # (delivered and deleted at once: the only request to /items is its)
 ok(wait_until(sub { $recv->count('/items') >= 1 }, 30), 'the captured row change is delivered');
