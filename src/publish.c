@@ -25,7 +25,7 @@
  * only around its own statements.
  *
  * A message carries its publisher's W3C trace context as its traceparent
- * and tracestate headers (trace_headers): from the message's own headers,
+ * and tracestate headers (message_headers): from the message's own headers,
  * else the settings grelout.traceparent and grelout.tracestate, else a
  * sqlcommenter comment of the statement the client sent.  Malformed
  * values are dropped, never refused; webhook.c sends each attempt with a
@@ -390,7 +390,9 @@ check_dedup_key(text *dedup)
  * The sqlcommenter trace context of the statement last read
  * (statement_context), so that a capture trigger fired for every row of
  * one long statement reads its text once.  The statement is known by its
- * text's address and its start time.
+ * text's address and its start time (statement_timestamp(), set for each
+ * query, parse, bind and execute message): not by its text, which would
+ * be read again for every row.
  */
 static const char *sql_seen = NULL;
 static TimestampTz sql_seen_at = 0;
@@ -544,33 +546,54 @@ headers_with_context(Jsonb *headers, const TraceContext *ctx)
 }
 
 /*
- * trace_headers: a message's headers (NULL: none) with the publisher's
- * trace context, taken from the first of: the headers' own traceparent
- * (and tracestate), the settings grelout.traceparent (and
- * grelout.tracestate), a sqlcommenter comment of the client's statement.
- * A malformed value is dropped and the next source tried; a tracestate
- * goes only with the traceparent of its source.  The context is stored as
- * the members "traceparent" and "tracestate"; headers that are not an
- * object are returned as they are (the caller refuses them), and so are
- * headers when there is no context and nothing to drop.  NULL when there
- * were no headers and there is no context.
+ * trace_context: the publisher's trace context, from the first of: the
+ * message's headers object (NULL: none), the settings grelout.traceparent
+ * (and grelout.tracestate), a sqlcommenter comment of the client's
+ * statement.  A malformed value is passed over for the next source; a
+ * tracestate goes only with the traceparent of its source.  *present says
+ * whether the headers have a traceparent or tracestate member at all.
+ */
+static bool
+trace_context(Jsonb *headers, TraceContext *ctx, bool *present)
+{
+	*present = false;
+	if (headers != NULL && headers_context(headers, ctx, present))
+		return true;
+	return setting_context(ctx) || statement_context(ctx);
+}
+
+/*
+ * message_headers: the headers outbox_publish stores for the given ones
+ * (NULL: none): their traceparent and tracestate members, in any letter
+ * case, taken out and never refused; the rest checked
+ * (grelout_check_headers, message rules under 1.1 and later); then the
+ * trace context (trace_context), if any, added as "traceparent" and
+ * "tracestate".  Headers that are not an object are only checked (which
+ * refuses them).
  */
 static Jsonb *
-trace_headers(Jsonb *headers)
+message_headers(Jsonb *given, bool v11)
 {
 	TraceContext ctx;
 	bool		present = false;
 	bool		found;
+	Jsonb	   *rest = given;
 
-	if (headers != NULL &&
-		(!JB_ROOT_IS_OBJECT(headers) || JB_ROOT_IS_SCALAR(headers)))
-		return headers;
-	found = headers != NULL && headers_context(headers, &ctx, &present);
-	if (!found)
-		found = setting_context(&ctx) || statement_context(&ctx);
-	if (!found && !present)
-		return headers;
-	return headers_with_context(headers, found ? &ctx : NULL);
+	if (given != NULL &&
+		(!JB_ROOT_IS_OBJECT(given) || JB_ROOT_IS_SCALAR(given)))
+	{
+		grelout_check_headers(given, "message headers", v11);
+		return given;
+	}
+	found = trace_context(given, &ctx, &present);
+	if (present)
+		rest = headers_with_context(given, NULL);
+	if (rest != NULL)
+		grelout_check_headers(rest, "message headers", v11);
+	if (found)
+		return headers_with_context(rest, &ctx);
+	return rest != NULL ? rest :
+		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
 }
 
 /*
@@ -655,11 +678,7 @@ publish(FunctionCallInfo fcinfo, bool v11)
 	}
 
 	/* headers, with the trace context, which is never refused */
-	headers = trace_headers(PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3));
-	if (headers == NULL)
-		headers = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
-	else
-		grelout_check_headers(headers, "message headers", v11);
+	headers = message_headers(PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3), v11);
 
 	/* delay */
 	if (!PG_ARGISNULL(4))
@@ -695,7 +714,7 @@ publish(FunctionCallInfo fcinfo, bool v11)
  * (the captured table's owner, whichever role wrote the row: capture.c,
  * build_entry).  The topic is the caller's to check; key may be NULL.
  * Its headers are the trace context of the writing statement, if any
- * (trace_headers).  search_path is pinned for the checks and the insert.
+ * (trace_context).  search_path is pinned for the checks and the insert.
  */
 void
 grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
@@ -722,7 +741,13 @@ grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
 		MemoryContextSwitchTo(old);
 	}
 
-	headers = trace_headers(NULL);
+	{
+		TraceContext ctx;
+		bool		present;
+
+		headers = trace_context(NULL, &ctx, &present) ?
+			headers_with_context(NULL, &ctx) : NULL;
+	}
 
 	grelout_uuid7(&id);
 	values[0] = UUIDPGetDatum(&id);

@@ -108,6 +108,16 @@ SELECT * FROM pg_temp.published();
 SELECT grelout.uncapture('tc_items');
 DROP TABLE tc_items;
 
+-- the most headers a message may have, and a trace context on top: not
+-- refused (the trace context is not counted)
+BEGIN;
+SET LOCAL grelout.traceparent = '00-11111111111111111111111111111111-2222222222222222-01';
+SELECT outbox_publish('tc.many', '{}', headers =>
+	(SELECT jsonb_object_agg('x-h' || i, 'v') FROM generate_series(1, 64) AS i)) IS NOT NULL AS published;
+COMMIT;
+SELECT count(*) AS headers, bool_or(k = 'traceparent') AS traced
+FROM pg_temp.published() AS p, jsonb_object_keys(p.headers) AS k;
+
 -- 5. a publisher (who sees no other grelout setting) sets and sees it
 CREATE ROLE regress_grelout_tracer;
 GRANT EXECUTE ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text) TO regress_grelout_tracer;
