@@ -47,6 +47,8 @@ int			grelout_max_in_flight = 0;
 int			grelout_breaker_threshold = 5;
 int			grelout_breaker_cooldown = 30000;
 int			grelout_disable_after = 5 * 24 * 3600;
+char	   *grelout_traceparent = NULL;
+char	   *grelout_tracestate = NULL;
 static char *grelout_allowed_networks_string = NULL;
 static const EdgeCidrList no_networks = {0};
 const EdgeCidrList *grelout_allowed_networks = &no_networks;
@@ -209,7 +211,8 @@ check_database(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Every grelout setting is shown to administrators only (SHOW,
+ * Every grelout setting but the caller's trace context (grelout.traceparent,
+ * grelout.tracestate) is shown to administrators only (SHOW,
  * current_setting, pg_settings): superusers and members of
  * pg_read_all_settings, as for PostgreSQL's own superuser-only settings.
  * A publisher has no use for them, and they say where the relays connect
@@ -323,6 +326,21 @@ define_settings(void)
 							"How long a breaker may stay open before its handler is disabled; 0 means never.",
 							NULL, &grelout_disable_after, 5 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_S, NULL, NULL, NULL);
+
+	/*
+	 * The caller's trace context, for outbox_publish to record: any role
+	 * sets it (SET LOCAL in a transaction) and sees its own value, so these
+	 * two are not ADMIN_ONLY; they say nothing of the server.  Any value is
+	 * taken: a malformed one is ignored at publish, never refused.
+	 */
+	DefineCustomStringVariable("grelout.traceparent",
+							   "W3C traceparent of the caller, recorded with the messages it publishes.",
+							   NULL, &grelout_traceparent, "",
+							   PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("grelout.tracestate",
+							   "W3C tracestate going with grelout.traceparent.",
+							   NULL, &grelout_tracestate, "",
+							   PGC_USERSET, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("grelout");
 }

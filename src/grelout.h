@@ -47,6 +47,8 @@ extern double grelout_retry_jitter;
 extern bool grelout_dead_letter;
 extern int	grelout_max_payload_size;	/* bytes */
 extern char *grelout_ca_file;
+extern char *grelout_traceparent;	/* the session's trace context (publish.c) */
+extern char *grelout_tracestate;
 extern bool grelout_block_private_networks;
 extern int	grelout_max_in_flight;	/* per handler, over all relays; 0: none */
 extern int	grelout_breaker_threshold;

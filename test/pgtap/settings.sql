@@ -7,7 +7,7 @@
 -- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
 -- inside a function or transaction, so its outcome is read from psql's
 -- SQLSTATE variable; psql prints those expected errors on stderr.
-SELECT plan(159);
+SELECT plan(162);
 
 -- every setting of the contract: boot default, unit, type, context
 SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)
@@ -40,7 +40,9 @@ FROM (VALUES
 	('grelout.max_in_flight', '0||integer|sighup'),
 	('grelout.breaker_threshold', '5||integer|sighup'),
 	('grelout.breaker_cooldown', '30000|ms|integer|sighup'),
-	('grelout.disable_after', '432000|s|integer|sighup')) AS s(name, expected);
+	('grelout.disable_after', '432000|s|integer|sighup'),
+	('grelout.traceparent', '||string|user'),
+	('grelout.tracestate', '||string|user')) AS s(name, expected);
 
 -- the running values of the settings this cluster does not configure are
 -- the defaults, shown in PostgreSQL's units
@@ -60,10 +62,16 @@ FROM (VALUES
 SELECT is(current_setting('grelout.database'), 'grelout_regress', 'grelout.database comes from the configuration');
 SELECT is(current_setting('grelout.poll_interval'), '200ms', 'grelout.poll_interval comes from the configuration');
 
--- only administrators can change any grelout setting
+-- only administrators can change any grelout setting but the caller's own
+-- trace context (issue 33), which any role sets
 SELECT is((SELECT count(*) FROM pg_settings WHERE name LIKE 'grelout.%'
+	AND name NOT IN ('grelout.traceparent', 'grelout.tracestate')
 	AND context NOT IN ('postmaster', 'sighup', 'superuser')), 0::bigint,
-	'no grelout setting is user-settable');
+	'no grelout setting is user-settable but the trace context');
+SELECT is((SELECT string_agg(name, ',' ORDER BY name) FROM pg_settings
+	WHERE name LIKE 'grelout.%' AND context = 'user'),
+	'grelout.traceparent,grelout.tracestate',
+	'grelout.traceparent and grelout.tracestate are user-settable');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'grelout.' || s), 'postmaster',
 	format('grelout.%s needs a restart', s))
 FROM unnest(ARRAY['role', 'max_relays']) AS s;

@@ -35,7 +35,8 @@ CREATE ROLE regress_grelout_reader IN ROLE pg_read_all_settings;
 GRANT EXECUTE ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text),
 	outbox_message_status(uuid) TO regress_grelout_pub;
 
--- settings: every grelout setting is superuser-only to read
+-- settings: every grelout setting is superuser-only to read, but
+-- grelout.traceparent and grelout.tracestate
 SELECT count(*) > 20 AS settings, bool_and(name IS NOT NULL) AS named
 FROM pg_settings WHERE name LIKE 'grelout.%';
 SET ROLE regress_grelout_pub;
@@ -45,7 +46,10 @@ SELECT pg_temp.state_of($$SHOW grelout.database$$) AS show_database;
 SELECT pg_temp.state_of($$SHOW grelout.role$$) AS show_role;
 SELECT pg_temp.state_of($$SHOW grelout.ca_file$$) AS show_ca_file;
 SELECT pg_temp.state_of($$SELECT current_setting('grelout.max_payload_size')$$) AS current_setting_max_payload;
+-- but the caller's own trace context (issue 33), which any role sets and sees
 SELECT count(*) AS settings_seen FROM pg_settings WHERE name LIKE 'grelout.%';
+SELECT string_agg(name, ', ' ORDER BY name) AS settings_seen_names
+FROM pg_settings WHERE name LIKE 'grelout.%';
 SELECT count(*) AS shown_in_show_all FROM (SELECT 1) AS x
 WHERE EXISTS (SELECT 1 FROM pg_show_all_settings() WHERE name LIKE 'grelout.%');
 -- a publish still works without seeing them
