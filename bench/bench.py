@@ -167,6 +167,8 @@ class Bench:
         self.queue_tables = 'grelout.outbox, grelout.fanout'
         # called while pause() waits (figure 8: its hanging endpoint lets go)
         self.on_pause = None
+        # nginx_status calls made, each one a connection nginx accepted
+        self.status_calls = 0
 
     # -- plumbing ----------------------------------------------------------
     def connect(self):
@@ -276,7 +278,8 @@ class Bench:
 
     def nginx_status(self):
         """nginx's counters over all its servers: (connections accepted,
-        requests)."""
+        requests); each call is a connection of its own (status_calls)."""
+        self.status_calls += 1
         with urllib.request.urlopen(self.nginx_url + '/nginx_status', timeout=5) as r:
             text = r.read().decode()
         accepts, _, requests = text.splitlines()[2].split()[:3]
@@ -1387,8 +1390,11 @@ class Bench:
                 for kind in order:
                     label = 'auth %s run %d' % (kind, run + 1)
                     acc0, tok0 = self.nginx_status()[0], self.token_requests()
+                    calls0 = self.status_calls
                     out[kind].append(self.drain(n, label, topic='auth.' + kind))
                     acc1, tok1 = self.nginx_status()[0], self.token_requests()
+                    # less the status requests' own connections
+                    acc1 -= self.status_calls - calls0
                     out['connections'][kind].append(acc1 - acc0)
                     out['tokens'][kind].append(tok1 - tok0)
                     out['relay_us'][kind].extend(c['relay_us'] for c in self.res['drain_cpu']
