@@ -539,6 +539,7 @@ class Bench:
                        (topic,)) if self.drain_complete else 0
         after = self.relays()
         failures = sum(r[5] + r[6] for r in after) - base_retried
+        self.drain_failures = failures
         got = self.nginx_requests() - ng0
         if left != 0 or got < n:
             raise Broken('%s: %d rows left, nginx saw %d of %d' % (label, left, got, n))
@@ -1377,7 +1378,8 @@ class Bench:
                    % (', '.join(c), ', '.join(['%s'] * len(c))), list(c.values()))
         out = {'messages': n, 'order': [], 'url': base, 'protocol': None,
                'concurrency': int(self.q1('SHOW grelout.concurrency')), 'connections': {k: [] for k in kinds},
-               'tokens': {k: [] for k in kinds}, 'relay_us': {k: [] for k in kinds}}
+               'tokens': {k: [] for k in kinds}, 'relay_us': {k: [] for k in kinds},
+               'failures': {k: [] for k in kinds}}
         out.update((k, []) for k in kinds)
         try:
             # the connections, TLS sessions and the token made once, as a
@@ -1397,10 +1399,13 @@ class Bench:
                     acc1 -= self.status_calls - calls0
                     out['connections'][kind].append(acc1 - acc0)
                     out['tokens'][kind].append(tok1 - tok0)
+                    out['failures'][kind].append(self.drain_failures)
                     out['relay_us'][kind].extend(c['relay_us'] for c in self.res['drain_cpu']
                                                  if c['label'] == label)
-                    log('  %s: %d connections accepted, %d token requests'
-                        % (label, acc1 - acc0, tok1 - tok0))
+                    err = self.q("SELECT string_agg(DISTINCT last_error, '; ')"
+                                 " FROM grelout.relays")[0][0]
+                    log('  %s: %d connections accepted, %d token requests; relays\' last error: %s'
+                        % (label, acc1 - acc0, tok1 - tok0, err))
                     if kind == 'hmac' and out['protocol'] is None:
                         out['protocol'] = self.https_protocol(base + '/hmac')
         finally:
@@ -2054,20 +2059,23 @@ def render_issue34(res, sz):
              'each run drains all four, in an order rotated run by run; each ratio is to the '
              'HMAC drain of the same run, the median of the runs\' ratios. "connections" is '
              'what nginx accepted during a drain (stub_status), "tokens" the requests to '
-             '`/token`: both 0 when connections and the token are reused.\n'
+             '`/token`: both 0 when connections and the token are reused; "retries" the failed '
+             'attempts (the most of any run; 0 expected). nginx reads each request\'s body '
+             'before it answers (see `bench/run`).\n'
              % (x['messages'], x['url'], x.get('protocol') or 'HTTP version unknown'))
     L.append('| handler | median msgs/s | min | max | ratio to HMAC | relay CPU us a delivery '
-             '| connections a drain | token requests a drain |')
-    L.append('| --- | --- | --- | --- | --- | --- | --- | --- |')
+             '| connections a drain | token requests a drain | retries a drain |')
+    L.append('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
     for k in kinds:
         m, lo, hi = stats(x[k])
         cpu = x.get('relay_us', {}).get(k) or []
-        L.append('| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s |'
+        L.append('| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s |'
                  % (AUTH_NAMES[k], m, lo, hi,
                     '1 (baseline)' if k == 'hmac' else '%.2f' % paired(x[k], x['hmac']),
                     '%.1f' % med(cpu) if cpu else '-',
                     max(x['connections'][k]) if x['connections'].get(k) else '-',
-                    max(x['tokens'][k]) if x['tokens'].get(k) else '-'))
+                    max(x['tokens'][k]) if x['tokens'].get(k) else '-',
+                    max(x['failures'][k]) if x.get('failures', {}).get(k) else '-'))
     L.append('')
     L.append('| run | order | %s |' % ' | '.join(kinds + ['%s / hmac' % k for k in kinds[1:]]))
     L.append('| --- | --- |%s' % (' --- |' * (2 * len(kinds) - 1)))
