@@ -403,8 +403,8 @@ write_cb(char *data, size_t size, size_t nmemb, void *userp)
 
 /*
  * header_cb: follow the status line of each response (a 100 Continue may
- * come first), pick up Retry-After, and note the end of a final
- * response's headers.
+ * come first), pick up Retry-After and Content-Type, and note the end of
+ * a final response's headers.
  */
 static size_t
 header_cb(char *line, size_t size, size_t nmemb, void *userp)
@@ -420,6 +420,7 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 		req->status = status;
 		req->has_retry_after = false;
 		req->headers_done = false;
+		req->content_type[0] = '\0';
 	}
 	else if ((n == 2 && line[0] == '\r' && line[1] == '\n') || (n == 1 && line[0] == '\n'))
 		req->headers_done = req->status >= 200;
@@ -432,6 +433,13 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 			req->has_retry_after = true;
 			req->retry_after_ms = delay;
 		}
+	}
+	else if (edge_header_line(line, n, "content-type", &value, &vlen))
+	{
+		if (vlen > HTTP_CONTENT_TYPE_MAX - 1)
+			vlen = HTTP_CONTENT_TYPE_MAX - 1;
+		memcpy(req->content_type, value, vlen);
+		req->content_type[vlen] = '\0';
 	}
 	return n;
 }
@@ -886,6 +894,7 @@ request_reset(HttpRequest *req)
 	req->body_keep_len = 0;
 	if (req->body_keep && req->body_keep_size > 0)
 		req->body_keep[0] = '\0';
+	req->content_type[0] = '\0';
 	req->refused[0] = '\0';
 	req->errbuf[0] = '\0';
 	req->http_version = 0;
