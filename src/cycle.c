@@ -64,6 +64,7 @@ static struct
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
 	MonoTime	next_claim_at;	/* next due message, or the poll */
 	MonoTime	next_purge_at;	/* the purge's next batch */
+	bool		attempts_backlog;	/* the attempt log's last batch was full */
 	bool		looked;			/* a cycle has committed since the start */
 	MonoTime	retry_db_at;	/* after a failed cycle, not before then */
 	int			failed_cycles;	/* in a row */
@@ -226,7 +227,10 @@ route_and_claim(bool claim, uint64 *released, bool *keyed)
 /*
  * purge_step: one batch of each retention purge that is on, when they are
  * due: delivered messages (grelout.keep_delivered an interval), and (1.2)
- * the attempt log's rows (grelout.keep_attempts not 0).
+ * the attempt log's rows (grelout.keep_attempts not 0).  The attempt log's
+ * purge wakes no relay (cycle_purge_backlog): it rides on the cycles that
+ * run anyway, at the poll interval at the latest, unless its last batch
+ * was full.
  */
 static void
 purge_step(void)
@@ -240,8 +244,19 @@ purge_step(void)
 		n = store_purge_delivered(relay_schema, grelout_keep_window_ms, PURGE_BATCH);
 	if (grelout_keep_attempts > 0 && relay_schema >= STORE_SCHEMA_1_2)
 		na = store_purge_attempts((int64) grelout_keep_attempts * 1000, PURGE_BATCH);
+	cycle.attempts_backlog = (na >= PURGE_BATCH);
 	cycle.next_purge_at = (n >= PURGE_BATCH || na >= PURGE_BATCH) ? 0 :
 		relay_ms_after(PURGE_IDLE_MS);
+}
+
+/*
+ * cycle_purge_backlog: did the attempt log's purge leave rows to delete
+ * (its last batch was full)?  Only then does that purge make a cycle due.
+ */
+bool
+cycle_purge_backlog(void)
+{
+	return cycle.attempts_backlog;
 }
 
 /*

@@ -194,14 +194,14 @@ may_claim(void)
 }
 
 /*
- * purge_wanted: is a retention purge on (of delivered messages, or of the
- * attempt log), and the relay not stopping?
+ * purge_wanted: should the retention purge make cycles due: is the purge
+ * of delivered messages on, or has the attempt log's purge a backlog (see
+ * purge_step), and the relay not stopping?
  */
 static bool
 purge_wanted(void)
 {
-	return (grelout_keep_mode == GRELOUT_KEEP_WINDOW ||
-			(grelout_keep_attempts > 0 && relay_schema >= STORE_SCHEMA_1_2)) &&
+	return (grelout_keep_mode == GRELOUT_KEEP_WINDOW || cycle_purge_backlog()) &&
 		!life.stopping;
 }
 
