@@ -5,7 +5,8 @@
 # bytes and its Content-Type, and the success none; with "all" every
 # attempt, successes included; with "off" none.  attempt_body_max cuts the
 # body; a logged delivery has as many rows as it had logged attempts (the
-# rows are written by its settles); the relays purge rows older than
+# rows are written by its settles), and an attempt whose settle is lost
+# (fenced out by a changed lease) has none; the relays purge rows older than
 # grelout.keep_attempts (7 days by default, then a shorter setting).
 use strict;
 use warnings;
@@ -110,6 +111,27 @@ is_deeply(rows($fan, 'fan_b'), [], 'fan-out: the delivered one not');
 # deliveries' failed attempts
 is(sq(q{SELECT count(*) FROM grelout.attempts WHERE handler <> 'old'}), '6',
 	'six failed attempts, six rows');
+
+# ---- an attempt whose settle is lost leaves no row: while its request is
+# at the receiver, the delivery's lease changes (as when the lease lapsed
+# and another relay claimed it), so its settle changes nothing; a twin
+# message answered at the same moment, whose lease is left alone, is
+# logged
+$recv->script('/fenced', [ { delay => 2, status => 503, body => 'late' } ], {});
+handler('fenced', 'fenced', $recv->url('/fenced'));
+$recv->script('/twin', [ { delay => 2, status => 503, body => 'late' } ], {});
+handler('twin', 'twin', $recv->url('/twin'));
+my $fenced = publish('fenced');
+my $twin = publish('twin');
+ok(wait_until(sub { $recv->count('/fenced') >= 1 && $recv->count('/twin') >= 1 }, 30),
+	'fenced and twin: both requests at the receiver');
+sq("UPDATE grelout.outbox SET lease = lease + 1 WHERE id = '$fenced' AND state = 'processing'");
+ok(wait_until(sub { @{ rows($twin) } >= 1 }, 30), 'twin: its failed attempt logged');
+is(sq("SELECT count(*) FROM grelout.attempts WHERE message_id = '$fenced'"), '0',
+	'fenced: its settle was lost, and no row was written for its attempt');
+is(sq("SELECT state || '|' || attempts || '|' || (last_error IS NULL)
+	FROM grelout.outbox WHERE id = '$fenced'"), 'processing|1|true',
+	'fenced: the delivery shows no settle either');
 
 # ---- all: every attempt
 set_conf($node, 'grelout.log_attempts' => 'all');
