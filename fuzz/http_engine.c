@@ -42,13 +42,16 @@
  * answered 204 without error by the server: whatever the endpoint did,
  * the engine is not left broken.
  *
- * Two known bugs of libcurl before 8.1.0 (Debian 12 has 7.88.1) that
- * http.c does not guard against are let pass, only on a libcurl that old,
- * so that the target stays useful for everything else: see
- * folds_first_header and may_leave_leftovers.  (A third, an out-of-range
- * status from "HTTP/2 n" on HTTP/1.1, http.c now turns into no answer.)
- * GRELOUT_FUZZ_STRICT=1 in the environment turns that off, to reproduce
- * them.
+ * The invariants hold on every libcurl version.  Three bugs of libcurl
+ * before 8.1.0 (Debian 12 has 7.88.1) that this target found are guarded
+ * against in http.c (its file header): a use after free when a reused
+ * easy handle gets a response whose first header is folded (curl issue
+ * 11101: regression-folded-first-header; the well-formed request before
+ * the first input makes every input start after stored headers), a
+ * connection reused with the rest of an earlier response waiting on it
+ * (curl pull request 10690: regression-leftovers-after-304, an answer and
+ * filler longer than libcurl reads at once), and an out-of-range status
+ * from "HTTP/2 n" on HTTP/1.1 (regression-http2-status-*).
  *
  *-------------------------------------------------------------------------
  */
@@ -56,7 +59,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -73,7 +75,6 @@
 #define SLACK_MS		3000	/* beyond its timeout, before we give up */
 #define MAX_TURNS		100000
 #define FILLER_LEN		(HTTP_BODY_READ_MAX + 4096)
-#define CURL_READ_SIZE	16384	/* libcurl's default receive buffer */
 
 #define MODE_CLOSE		0x01
 #define MODE_FILLER		0x02
@@ -112,8 +113,6 @@ static Server server;
 static HttpEngine *engine;
 static char url_fuzz[64];
 static char url_ok[64];
-static bool strict;				/* GRELOUT_FUZZ_STRICT: no known bug passes */
-static bool old_curl;			/* libcurl before 8.1.0: known bugs pass */
 
 /* now_ms: a monotonic clock in milliseconds. */
 static int64_t
@@ -363,42 +362,6 @@ request_init(HttpRequest *req, const char *url, long timeout_ms)
 }
 
 /*
- * folds_first_header: does a line of the response start with a space or
- * a tab and hold a colon (libcurl 7.88 refuses a header line without one
- * before it stores it), right after a line starting "HTTP/" (a status
- * line)?  KNOWN BUG,
- * to remove once src/pure/http.c guards against it: libcurl before 8.1.0
- * (curl issue 11101, fixed by pull request 11103) does not clear its
- * pointer to the last header it stored when a reused easy handle starts
- * its next transfer, and a folded first header is appended to that freed
- * header: a use after free (then a realloc of freed memory) that any
- * endpoint can cause, since http.c reuses its easy handles.  Such inputs
- * are skipped on an old libcurl.
- */
-static bool
-folds_first_header(const char *response, size_t len)
-{
-	const char *line = response;
-	const char *end = response + len;
-	bool		after_status = false;
-
-	while (line < end)
-	{
-		const char *nl = memchr(line, '\n', (size_t) (end - line));
-		size_t		n = nl ? (size_t) (nl - line) : (size_t) (end - line);
-
-		if (after_status && n > 0 && (line[0] == ' ' || line[0] == '\t') &&
-			memchr(line, ':', n) != NULL)
-			return true;
-		after_status = n >= 5 && strncasecmp(line, "HTTP/", 5) == 0;
-		if (nl == NULL)
-			break;
-		line = nl + 1;
-	}
-	return false;
-}
-
-/*
  * check_outcome: what the engine says of any finished request holds up.
  */
 static void
@@ -443,31 +406,12 @@ check_outcome(const HttpRequest *req)
 }
 
 /*
- * may_leave_leftovers: may the well-formed request after this first one
- * read what is left of the first answer?  KNOWN BUG, to remove once
- * src/pure/http.c guards against it (or needs libcurl 8.1.0): libcurl
- * before 8.0 (curl pull request 10690) puts a connection back in its
- * cache, and reuses it, with unread input still waiting on it, so when an
- * endpoint writes more than its response and more than libcurl reads at
- * once, the next request to that host and port reads the rest as its own
- * response ("Received HTTP/0.9", or a response the endpoint forged ahead).
- * Only then may the second request fail; a third must not.
+ * well_formed: a request to /ok must be answered 204 by the server itself
+ * (not by anything left of an earlier answer: its Retry-After is the one
+ * the server wrote last), without error.
  */
-static bool
-may_leave_leftovers(const HttpRequest *first)
-{
-	return !strict && old_curl && server.answer_len > CURL_READ_SIZE &&
-		!first->body_cut;
-}
-
-/*
- * well_formed: a request to /ok, answered 204 by the server itself (not
- * by anything left of an earlier answer: its Retry-After is the one the
- * server wrote last), without error.  With must false, only says whether
- * it was; the outcome still has to hold up.
- */
-static bool
-well_formed(HttpRequest *req, bool must)
+static void
+well_formed(HttpRequest *req)
 {
 	bool		good;
 
@@ -478,7 +422,7 @@ well_formed(HttpRequest *req, bool must)
 	good = req->result == CURLE_OK && req->status == 204 &&
 		req->body_read == 0 && !req->body_cut &&
 		req->has_retry_after && req->retry_after_ms == (int64_t) server.sent_ok * 1000;
-	if (!good && must)
+	if (!good)
 	{
 		char		what[512];
 
@@ -489,15 +433,11 @@ well_formed(HttpRequest *req, bool must)
 				req->has_retry_after ? "" : "none, ",
 				(long long) req->retry_after_ms, server.sent_ok, what);
 	}
-	if (must)
-	{
-		CHECK(req->result == CURLE_OK);
-		CHECK(req->status == 204);
-		CHECK(req->body_read == 0 && !req->body_cut);
-		CHECK(req->has_retry_after);
-		CHECK(req->retry_after_ms == (int64_t) server.sent_ok * 1000);
-	}
-	return good;
+	CHECK(req->result == CURLE_OK);
+	CHECK(req->status == 204);
+	CHECK(req->body_read == 0 && !req->body_cut);
+	CHECK(req->has_retry_after);
+	CHECK(req->retry_after_ms == (int64_t) server.sent_ok * 1000);
 }
 
 /*
@@ -510,18 +450,15 @@ int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	static HttpRequest req;
-	const char *s = getenv("GRELOUT_FUZZ_STRICT");
 
-	strict = s != NULL && s[0] != '\0' && strcmp(s, "0") != 0;
 	CHECK(curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK);
-	old_curl = curl_version_info(CURLVERSION_NOW)->version_num < 0x080100;
 	server_start(&server);
 	snprintf(url_fuzz, sizeof(url_fuzz), "http://127.0.0.1:%d/fuzz", server.port);
 	snprintf(url_ok, sizeof(url_ok), "http://127.0.0.1:%d/ok", server.port);
 	engine = http_engine_create();
 	CHECK(engine != NULL);
 	http_engine_configure(engine, NULL, false, NULL, MAX_CONNS);
-	well_formed(&req, true);
+	well_formed(&req);
 	server_close_all(&server);
 	return 0;
 }
@@ -531,13 +468,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static HttpRequest req;		/* static: the engine keeps pointers to it */
 	uint8_t		mode = size > 0 ? data[0] : 0;
-	bool		leftovers;
 	const char *response = size > 0 ? (const char *) data + 1 : "";
 	size_t		rlen = size > 0 ? size - 1 : 0;
 	size_t		filler = (mode & MODE_FILLER) ? FILLER_LEN : 0;
-
-	if (!strict && old_curl && folds_first_header(response, rlen))
-		return 0;
 
 	/* this input's answer, in a buffer of its own */
 	server.answer_len = rlen + filler;
@@ -553,11 +486,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(http_engine_start(engine, &req));
 	drive(&req);
 	check_outcome(&req);
-	leftovers = may_leave_leftovers(&req);
 
 	/* 2. a well-formed 204 from the same server, on the same engine */
-	if (!well_formed(&req, !leftovers))
-		well_formed(&req, true);
+	well_formed(&req);
 
 	/* every input starts on a new connection */
 	server_close_all(&server);

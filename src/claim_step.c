@@ -401,7 +401,8 @@ claim_step(int limit, bool extra, ClaimResult *r)
 	memset(r, 0, sizeof(*r));
 	if (!pg_strong_random(&lease, sizeof(lease)))
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
-	handler_auth_refresh();
 	take(limit, extra, lease, &t, r);
+	/* after the claim, with a newer snapshot: never older than its rows */
+	handler_auth_refresh();
 	schedule(limit, extra, &t, r);
 }

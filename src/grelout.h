@@ -93,7 +93,8 @@ extern int64 grelout_interval_usecs(const Interval *iv, const char *what);
 extern void grelout_check_url(text *url, const char *what);
 
 /* validate_auth.c */
-extern void grelout_check_handler_auth(HeapTuple tuple, TupleDesc desc);
+extern void grelout_check_handler_auth(HeapTuple tuple, HeapTuple old,
+									   TupleDesc desc);
 
 /* publish.c */
 extern void grelout_check_publish_topic(text *topic);

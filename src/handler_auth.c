@@ -10,21 +10,27 @@
  *	  from the handler's token URL, cached until shortly before it expires
  *	  (oauth.c's rule), sent as "Authorization: Bearer".  A request that
  *	  finds no valid token waits for one: the first starts a token request
- *	  through the same engine (its SSRF rules, TLS verification and the
- *	  request's timeout; never blocking another handler), and the others
+ *	  through the same engine (its SSRF rules, TLS verified with
+ *	  grelout.ca_file, not the handler's tls_ca, which is its endpoint's;
+ *	  the request's timeout; never blocking another handler), and the others
  *	  wait for that one.  A token request that fails fails each waiting
  *	  request as a transport failure of the handler (retried, counted by
  *	  its breaker).  An answer 401 to a request with a token drops the
  *	  token and sends the request once more with a new one; a second 401
  *	  counts as any answer does.
  *
- * The copy is read again at every claim step, in the step's transaction
- * (one statement that reads the few handlers that have any of these
- * columns set), so a change to a handler reaches the requests claimed
- * after it commits, as the rest of the handler's row does; a change of its
- * oauth drops its token.  Keys, client secrets and tokens are kept in the
- * relay's memory only, wiped when replaced, never written to a table, a
- * log or an error.  libcurl copies the PEM a request uses as it starts.
+ * The copy is read again at every claim step, in the step's transaction,
+ * after the claim and with a snapshot of its own (one statement that reads
+ * the few handlers that have any of these columns set): a request is sent
+ * with what its handler had when it was claimed or later, never earlier,
+ * and a change reaches the requests claimed after it commits, as the rest
+ * of the handler's row does.  A change of its oauth drops its token.  A
+ * request takes its handler's certificate and CA as it is sent (after any
+ * wait for a token), from the copy of that moment.
+ *
+ * Keys, client secrets and tokens are kept in the relay's memory only,
+ * wiped when replaced, never written to a table, a log or an error.
+ * libcurl copies the PEM a request uses as it starts.
  *
  *-------------------------------------------------------------------------
  */
@@ -90,6 +96,9 @@ static SPIPlanPtr auth_plan = NULL;
 static HTAB *auths = NULL;
 static MemoryContext auth_cxt = NULL;
 static HttpEngine *auth_engine = NULL;
+static int	auth_waiting = 0;		/* requests waiting for a token, all handlers */
+
+static WebhookJob *next_waiting(HandlerAuth *a);
 
 /* forget_string: free a kept string, its bytes wiped first. */
 static void
@@ -212,7 +221,8 @@ handler_auth_refresh(void)
 		return;
 
 	grelout_keep_plan(&auth_plan, auth_sql, 0, NULL, 0);
-	ret = SPI_execute_plan(auth_plan, NULL, NULL, true, 0);
+	/* not read-only: a snapshot of its own, taken after the claim's */
+	ret = SPI_execute_plan(auth_plan, NULL, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read the handlers' authentication: %s",
 			 SPI_result_code_string(ret));
@@ -293,9 +303,16 @@ fetch_free(TokenFetch *f)
 static bool
 start_fetch(HandlerAuth *a, long timeout_ms, char *why, size_t whylen)
 {
-	TokenFetch *f = MemoryContextAllocZero(auth_cxt, sizeof(TokenFetch));
+	TokenFetch *f;
 	size_t		n;
 
+	/* the trigger refuses such a row; a relay never trusts that alone */
+	if (a->token_url == NULL || a->client_id == NULL || a->client_secret == NULL)
+	{
+		snprintf(why, whylen, "OAuth token request not sent: the handler's oauth lacks token_url, client_id or client_secret");
+		return false;
+	}
+	f = MemoryContextAllocZero(auth_cxt, sizeof(TokenFetch));
 	strlcpy(f->name, a->name, sizeof(f->name));
 	f->version = a->version;
 	f->url = MemoryContextStrdup(auth_cxt, a->token_url);
@@ -341,39 +358,80 @@ start_fetch(HandlerAuth *a, long timeout_ms, char *why, size_t whylen)
 static void
 fail_waiting(HandlerAuth *a, const char *why)
 {
-	while (a->waiting)
-	{
-		WebhookJob *job = a->waiting;
+	WebhookJob *job;
 
-		a->waiting = job->next;
-		job->next = NULL;
+	while ((job = next_waiting(a)) != NULL)
 		jobs_fail_unsent(job, why);
-	}
+}
+
+/* find_auth: the copy of a job's handler, or NULL when it has none. */
+static HandlerAuth *
+find_auth(const WebhookJob *job)
+{
+	HandlerAuth *a;
+
+	if (auths == NULL || job->handler == NULL || hash_get_num_entries(auths) == 0)
+		return NULL;
+	a = hash_search(auths, job->handler, HASH_FIND, NULL);
+	return (a != NULL && a->present) ? a : NULL;
 }
 
 /*
- * handler_auth_apply: give a job about to start its handler's endpoint
- * authentication.  True: start it now.  False: it waits for a token
- * (handler_auth_token_done starts it, or fails it).
+ * handler_auth_tls: a job about to be sent gets its handler's certificate,
+ * key and CA, as the copy has them now (libcurl copies them at once).
+ */
+void
+handler_auth_tls(WebhookJob *job)
+{
+	HandlerAuth *a = find_auth(job);
+
+	job->req.tls_client_cert = a ? a->tls_client_cert : NULL;
+	job->req.tls_client_key = a ? a->tls_client_key : NULL;
+	job->req.tls_ca = a ? a->tls_ca : NULL;
+}
+
+/* handler_auth_waiting: how many requests wait for a token. */
+int
+handler_auth_waiting(void)
+{
+	return auth_waiting;
+}
+
+/* wait_for_token: a job joins its handler's requests waiting for a token. */
+static void
+wait_for_token(HandlerAuth *a, WebhookJob *job)
+{
+	job->next = a->waiting;
+	a->waiting = job;
+	auth_waiting++;
+}
+
+/* next_waiting: the next job waiting for a's token, taken off the list. */
+static WebhookJob *
+next_waiting(HandlerAuth *a)
+{
+	WebhookJob *job = a->waiting;
+
+	if (job == NULL)
+		return NULL;
+	a->waiting = job->next;
+	job->next = NULL;
+	auth_waiting--;
+	return job;
+}
+
+/*
+ * handler_auth_apply: give a job about to start its handler's OAuth2
+ * token.  True: send it now.  False: it waits for a token
+ * (handler_auth_token_done sends it, or fails it).
  */
 bool
 handler_auth_apply(WebhookJob *job)
 {
-	HandlerAuth *a;
+	HandlerAuth *a = find_auth(job);
 	char		why[HTTP_REFUSED_MAX];
 
-	job->req.tls_client_cert = NULL;
-	job->req.tls_client_key = NULL;
-	job->req.tls_ca = NULL;
-	if (auths == NULL || job->handler == NULL)
-		return true;
-	a = hash_search(auths, job->handler, HASH_FIND, NULL);
-	if (a == NULL || !a->present)
-		return true;
-	job->req.tls_client_cert = a->tls_client_cert;
-	job->req.tls_client_key = a->tls_client_key;
-	job->req.tls_ca = a->tls_ca;
-	if (a->oauth == NULL)
+	if (a == NULL || a->oauth == NULL)
 		return true;
 
 	if (a->token_line && relay_now() / 1000 < a->token_until_ms)
@@ -381,8 +439,7 @@ handler_auth_apply(WebhookJob *job)
 		set_bearer(job, a->token_line);
 		return true;
 	}
-	job->next = a->waiting;
-	a->waiting = job;
+	wait_for_token(a, job);
 	if (a->fetch == NULL && !start_fetch(a, job->req.timeout_ms, why, sizeof(why)))
 		fail_waiting(a, why);
 	return false;
@@ -400,10 +457,10 @@ handler_auth_unauthorized(WebhookJob *job)
 	HandlerAuth *a;
 
 	if (job->bearer == NULL || job->token_retried || job->req.status != 401 ||
-		job->req.result != CURLE_OK || job->handler == NULL || auths == NULL)
+		job->req.result != CURLE_OK)
 		return false;
-	a = hash_search(auths, job->handler, HASH_FIND, NULL);
-	if (a == NULL || !a->present || a->oauth == NULL)
+	a = find_auth(job);
+	if (a == NULL || a->oauth == NULL)
 		return false;
 	job->token_retried = true;
 	if (a->token_line && strcmp(a->token_line, job->bearer->data) == 0)
@@ -460,26 +517,28 @@ handler_auth_token_done(HttpRequest *req)
 	{
 		if (a->fetch == f)
 			a->fetch = NULL;
-		if (why[0] != '\0')
+		if (!a->present || a->oauth == NULL)
+			fail_waiting(a, "OAuth token not used: the handler's authentication changed while its requests waited");
+		else if (a->version != f->version)
+		{
+			/* new credentials meanwhile: ask again with them */
+			if (a->waiting && a->fetch == NULL &&
+				!start_fetch(a, a->waiting->req.timeout_ms, why, sizeof(why)))
+				fail_waiting(a, why);
+		}
+		else if (why[0] != '\0')
 			fail_waiting(a, why);
 		else
 		{
 			char	   *line = psprintf("Authorization: Bearer %s", token->access_token);
+			WebhookJob *job;
 
-			/* kept unless the handler's credentials changed meanwhile */
-			if (a->present && a->oauth && a->version == f->version)
+			forget_string(&a->token_line);
+			a->token_line = MemoryContextStrdup(auth_cxt, line);
+			a->token_until_ms = oauth_refresh_at(f->sent_ms, token->has_expires_in,
+												 token->expires_in_ms);
+			while ((job = next_waiting(a)) != NULL)
 			{
-				forget_string(&a->token_line);
-				a->token_line = MemoryContextStrdup(auth_cxt, line);
-				a->token_until_ms = oauth_refresh_at(f->sent_ms, token->has_expires_in,
-													 token->expires_in_ms);
-			}
-			while (a->waiting)
-			{
-				WebhookJob *job = a->waiting;
-
-				a->waiting = job->next;
-				job->next = NULL;
 				set_bearer(job, line);
 				jobs_send(job);
 			}

@@ -61,11 +61,14 @@ jobs_init(HttpEngine *engine)
 	dlist_init(&jobs.in_flight);
 }
 
-/* jobs_running: how many requests are in flight. */
+/*
+ * jobs_running: how many requests are in flight, those waiting for their
+ * handler's OAuth2 token included.
+ */
 int
 jobs_running(void)
 {
-	return http_engine_running(jobs.engine);
+	return http_engine_running(jobs.engine) + handler_auth_waiting();
 }
 
 /* responded: did a status line arrive (a cut body still counts)? */
@@ -627,10 +630,28 @@ jobs_start_claimed(void)
 	}
 }
 
-/* jobs_send: start the request of a job in flight. */
+/*
+ * jobs_send: start the request of a job in flight, with what is left of its
+ * timeout (a job that waited for its handler's token, or is sent again
+ * after a 401, must still end inside its lease).
+ */
 void
 jobs_send(WebhookJob *job)
 {
+	int64		left_ms = job->budget_ms - (relay_now() - job->started_us) / 1000;
+
+	if (left_ms < 1)
+	{
+		job->req.result = CURLE_OPERATION_TIMEDOUT;
+		job->req.status = 0;
+		job->req.refused[0] = '\0';
+		job->req.errbuf[0] = '\0';
+		dlist_delete(&job->in_flight);
+		finish_job(job);
+		return;
+	}
+	job->req.timeout_ms = (long) Min(left_ms, (int64) job->budget_ms);
+	handler_auth_tls(job);
 	if (!http_engine_start(jobs.engine, &job->req))
 	{
 		job->req.result = CURLE_FAILED_INIT;

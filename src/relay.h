@@ -124,6 +124,8 @@ extern void claim_budget_close(WebhookJob *claimed, bool committed);
 extern void handler_auth_init(HttpEngine *engine);
 extern void handler_auth_refresh(void);
 extern bool handler_auth_apply(WebhookJob *job);
+extern void handler_auth_tls(WebhookJob *job);
+extern int	handler_auth_waiting(void);
 extern bool handler_auth_unauthorized(WebhookJob *job);
 extern void handler_auth_token_done(HttpRequest *req);
 

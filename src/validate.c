@@ -529,7 +529,10 @@ grelout_handlers_validate(PG_FUNCTION_ARGS)
 		tuple = validate_1_1(trigdata, tuple, desc, name_att);
 
 	/* the 1.2 schema: mutual TLS, a CA of its own, OAuth2 (validate_auth.c) */
-	grelout_check_handler_auth(tuple, desc);
+	grelout_check_handler_auth(tuple,
+							   TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+							   trigdata->tg_trigtuple : NULL,
+							   desc);
 
 	return PointerGetDatum(tuple);
 }

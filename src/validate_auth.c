@@ -6,7 +6,8 @@
  *
  *	tls_client_cert, tls_client_key	both or neither; the key the
  *								certificate's, unencrypted; the
- *								certificate valid now (tls_pem.c)
+ *								certificate valid now when it is
+ *								written (tls_pem.c)
  *	tls_ca						one or more PEM certificates, nothing else
  *	oauth						{"token_url", "client_id", "client_secret",
  *								"scope", "audience"}: an object of string
@@ -29,6 +30,7 @@
 #include "access/htup_details.h"
 #include "mb/pg_wchar.h"
 #include "spi_helpers.h"
+#include "tcop/tcopprot.h"
 #include "tls_pem.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -53,14 +55,46 @@ auth_value(HeapTuple tuple, TupleDesc desc, const char *name)
 	return isnull ? NULL : DatumGetTextPP(d);
 }
 
+/* same_text: two column values (NULL: none) hold the same bytes. */
+static bool
+same_text(text *a, text *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+		memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(a)) == 0;
+}
+
+/*
+ * restoring: is the statement a COPY (as pg_dump writes a table's rows)?
+ * A certificate valid when it was dumped may have expired by the restore,
+ * which must not fail for it.
+ */
+static bool
+restoring(void)
+{
+	const char *q = debug_query_string;
+
+	if (q == NULL)
+		return false;
+	while (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')
+		q++;
+	return pg_strncasecmp(q, "copy", 4) == 0;
+}
+
 /*
  * check_client_tls: the client certificate and key, both or neither, as
- * tls_pem_check_client wants them.
+ * tls_pem_check_client wants them; valid now only when they are new (an
+ * INSERT, or an UPDATE that changes them, but for a COPY): a row whose
+ * certificate expired since it was written can still be changed otherwise
+ * (disabled by the relay, given a new secret), and its requests fail at
+ * the endpoint's handshake.
  */
 static void
-check_client_tls(text *cert, text *key)
+check_client_tls(text *cert, text *key, bool is_new)
 {
 	TlsPemError err;
+	time_t		now = time(NULL);
 
 	if (cert == NULL && key == NULL)
 		return;
@@ -71,8 +105,10 @@ check_client_tls(text *cert, text *key)
 				 errdetail("Mutual TLS needs the certificate and its private key.")));
 	err = tls_pem_check_client(VARDATA_ANY(cert), VARSIZE_ANY_EXHDR(cert),
 							   VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
-							   time(NULL), NULL);
-	if (err == TLS_PEM_OK)
+							   now, NULL);
+	if (err == TLS_PEM_OK ||
+		((err == TLS_PEM_EXPIRED || err == TLS_PEM_NOT_YET_VALID) &&
+		 (!is_new || restoring())))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -205,19 +241,23 @@ has_authorization(Jsonb *headers)
 
 /*
  * grelout_check_handler_auth: the endpoint authentication columns of a
- * grelout.handlers row about to be written (nothing on a schema before
- * 1.2).
+ * grelout.handlers row about to be written, old the row it replaces (NULL
+ * for an INSERT); nothing on a schema before 1.2.
  */
 void
-grelout_check_handler_auth(HeapTuple tuple, TupleDesc desc)
+grelout_check_handler_auth(HeapTuple tuple, HeapTuple old, TupleDesc desc)
 {
 	int			oauth_att = grelout_attnum(desc, "oauth", true);
 	bool		isnull;
 	Datum		d;
+	text	   *cert = auth_value(tuple, desc, "tls_client_cert");
+	text	   *key = auth_value(tuple, desc, "tls_client_key");
 
 	check_ca(auth_value(tuple, desc, "tls_ca"));
-	check_client_tls(auth_value(tuple, desc, "tls_client_cert"),
-					 auth_value(tuple, desc, "tls_client_key"));
+	check_client_tls(cert, key,
+					 old == NULL ||
+					 !same_text(cert, auth_value(old, desc, "tls_client_cert")) ||
+					 !same_text(key, auth_value(old, desc, "tls_client_key")));
 	if (oauth_att == InvalidAttrNumber)
 		return;
 	d = heap_getattr(tuple, oauth_att, desc, &isnull);

@@ -302,6 +302,7 @@ fill_job(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	job->req.body = grelout_text_column(tup, desc, CLAIM_PAYLOAD);
 	job->req.body_len = strlen(job->req.body);
 	job->req.timeout_ms = request_timeout_ms(tup, desc);
+	job->budget_ms = job->req.timeout_ms;
 	add_headers(job, tup, desc);
 }
 

@@ -34,6 +34,7 @@ typedef struct WebhookJob
 	char	   *handler;		/* the handler's name; NULL on a 1.0 schema */
 	bool		fanout;			/* a grelout.fanout delivery (1.1) */
 	int64		started_us;		/* monotonic start of the request */
+	long		budget_ms;		/* its whole timeout, waits and re-sends included */
 	struct LocalHandler *local; /* the relay's record of its handler (1.1) */
 	bool		counted;		/* counted in its handler's shared in_flight */
 	bool		probe;			/* its handler's breaker probe */

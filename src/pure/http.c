@@ -33,7 +33,9 @@
  * request sets only what is its own (URL, body, headers, timeout, and the
  * request its callbacks fill), all of it every time, so nothing of one
  * request reaches the next.  A change of the engine's settings retires
- * every handle made before it.
+ * every handle made before it.  Under a libcurl older than 8.1.0 a handle
+ * serves one request, and under any libcurl an HTTP/1 connection left with
+ * unread input is not reused: see "libcurl before 8.1.0" below.
  *
  * Connections are pooled per origin (scheme, host, port) by the multi
  * handle, whichever handler's request opened them, and the pool is sized
@@ -65,6 +67,61 @@
  * connection to loopback, private, link-local, multicast or unspecified
  * addresses, checked on the resolved address at connect time.
  *
+ * libcurl before 8.1.0 (Debian 12 has 7.88.1; decided at run time, as
+ * libcurl may be upgraded under a built module) has two bugs that any
+ * endpoint can trigger through handle and connection reuse, both found by
+ * fuzz/http_engine.c:
+ *
+ * 1. curl issue 11101 (fixed in 8.1.0 by pull request 11103): an easy
+ *	  handle keeps a pointer to the last response header it stored
+ *	  (state.prevhead) and does not clear it when its next transfer starts
+ *	  and frees the stored headers.  If that next response's first header
+ *	  line is folded (starts with a space or a tab), libcurl appends it to
+ *	  the freed header: a use after free and a realloc of freed memory.
+ *	  The pointer is set by any stored header (every HTTP/1 header line but
+ *	  the status line, and HTTP/2's ":status"), so it dangles on every handle
+ *	  that has had an answer, and only a handle that never stored a header
+ *	  is safe to start a transfer on.  A narrower rule (free only after a
+ *	  folded header) cannot work: the fold that does the damage is in the
+ *	  response to the next request, which is not known when the handle is
+ *	  taken.  So here a handle serves one request (handle_put frees it, and
+ *	  the resend of restart_fresh goes out on a new one): there is no API
+ *	  that clears the pointer (curl_easy_reset does not).  The cost is a
+ *	  curl_easy_init and the shared options a request (bench/README).
+ *
+ * 2. curl pull request 10690 (in 8.0.0): libcurl puts a connection back in
+ *	  its cache, and reuses it, with input still waiting on it.  On HTTP/1
+ *	  it reads a response with a known length only to its end, and stops
+ *	  after the headers of one without a body (204, 304), so whatever the
+ *	  endpoint wrote beyond its response stays in the socket, and so does
+ *	  what it writes while the connection is idle; the next request on the
+ *	  connection, possibly another handler's to the same origin, reads that
+ *	  as its own response ("Received HTTP/0.9", or a response the endpoint
+ *	  wrote ahead).  No response tells beforehand that bytes will follow
+ *	  it, so no option set per request (CURLOPT_FORBID_REUSE) can be
+ *	  narrower than all of them.  libcurl 8.0's fix is to take a cached
+ *	  connection with input waiting for dead; this file does the same from
+ *	  outside: when an HTTP/1 transfer gives up its socket (socket_cb's
+ *	  CURL_POLL_REMOVE, which libcurl makes before it runs any other
+ *	  transfer, one waiting for that connection included) the socket is
+ *	  peeked (input_waiting), and so is a kept socket that turns ready
+ *	  while idle (kept_ready, before http_engine_perform runs any
+ *	  transfer).  Input waiting means the connection must not be reused:
+ *	  its descriptor is replaced by a socket whose peer is closed
+ *	  (conn_spoil), which libcurl's own check before a reuse finds dead,
+ *	  so it closes the connection and opens a new one.  Connections with
+ *	  nothing waiting, every healthy endpoint's, are reused as before, at
+ *	  the cost of one recv a request.  HTTP/2 connections (framed, checked
+ *	  by libcurl itself) are left alone, known by their ALPN, not by the
+ *	  version libcurl reports (which an HTTP/1 endpoint sets with a status
+ *	  line "HTTP/2 200").  As with libcurl's fix, input that arrives
+ *	  between that check and the next request's read is not seen, and
+ *	  neither is what OpenSSL has already read into its buffer of a TLS
+ *	  record.  The check is made under every libcurl, not only before 8.1.0:
+ *	  8.14 and 8.23 (Debian's trixie and sid, the PostgreSQL 17 to 19 test
+ *	  roots) still reuse an idle HTTP/1 connection on which the endpoint
+ *	  wrote an answer ahead (test_http's check), whatever 8.0's fix covers.
+ *
  * Uses libcurl, OpenSSL (only where libcurl uses the same) and the C
  * library.
  *
@@ -73,11 +130,13 @@
 #include "http.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -91,6 +150,8 @@
 /* seconds an idle connection may be reused, and a connection used at all */
 #define IDLE_CONN_MAX_S		50
 #define CONN_LIFETIME_S		300
+/* the first libcurl without the bugs of the file header's last section */
+#define CURL_FIXED_VERSION	0x080100
 /* https origins remembered as speaking HTTP/1 only */
 #define ORIGIN_H1_MAX		64
 #define ORIGIN_MAX_LEN		256
@@ -123,6 +184,7 @@ struct HttpEngine
 	unsigned	settings;		/* bumped by every http_engine_configure */
 	HttpShare  *share;			/* for handles made now; NULL if none */
 	long		max_connects;	/* the pool's size (CURLMOPT_MAXCONNECTS) */
+	bool		old_curl;		/* libcurl before 8.1.0 (file header) */
 
 	/* https origins that answered over HTTP/1 (oldest first) */
 	char		origin_h1[ORIGIN_H1_MAX][ORIGIN_MAX_LEN];
@@ -146,6 +208,7 @@ struct HttpEngine
 #define WATCH_OURS	0x04
 #define WATCH_KEPT	0x08
 #define WATCH_MULTI	0x10		/* the multi handle's own (file header) */
+#define WATCH_H1	0x20		/* kept after an HTTP/1 transfer (old libcurl) */
 
 /*
  * An easy handle with the shared options set, for one request at a time;
@@ -157,6 +220,8 @@ struct HttpHandle
 	unsigned	settings;
 	HttpShare  *share;			/* the share it is attached to, or NULL */
 	bool		own_tls;		/* a request set its own TLS (set_request_tls) */
+	bool		conn_h2;		/* its request's connection negotiated h2
+								 * (known under old libcurl only: header_cb) */
 };
 
 static void handle_free(HttpEngine *engine, HttpHandle *h);
@@ -283,10 +348,98 @@ watch_ctl(HttpEngine *engine, int op, curl_socket_t s, unsigned events)
 }
 
 /*
+ * transfer_maybe_h1: is easy one of our handles, whose request's
+ * connection may be HTTP/1 (the only protocol whose connections can be
+ * left with a response's leftovers)?  Only a connection that negotiated
+ * h2 by ALPN is known not to be (header_cb): the HTTP version libcurl
+ * reports is no proof, since libcurl before 8.0 takes an HTTP/1
+ * endpoint's "HTTP/2 200" status line at its word.
+ */
+static bool
+transfer_maybe_h1(CURL *easy)
+{
+	HttpRequest *req = NULL;
+
+	return curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &req) == CURLE_OK &&
+		req != NULL && req->handle != NULL && !req->handle->conn_h2;
+}
+
+/*
+ * conn_alpn_h2: did the TLS connection easy's transfer runs on negotiate
+ * h2 by ALPN?  False when it cannot tell (no TLS, or a TLS library other
+ * than the OpenSSL this process links).
+ */
+static bool
+conn_alpn_h2(CURL *easy)
+{
+	struct curl_tlssessioninfo *tls = NULL;
+	const unsigned char *alpn = NULL;
+	unsigned int alpn_len = 0;
+
+	if (!tls_hook_usable() ||
+		curl_easy_getinfo(easy, CURLINFO_TLS_SSL_PTR, &tls) != CURLE_OK ||
+		tls == NULL || tls->backend != CURLSSLBACKEND_OPENSSL || tls->internals == NULL)
+		return false;
+	SSL_get0_alpn_selected((SSL *) tls->internals, &alpn, &alpn_len);
+	return alpn_len == 2 && memcmp(alpn, "h2", 2) == 0;
+}
+
+/*
+ * input_waiting: has socket s bytes waiting to be read?  A closed peer
+ * (nothing but the end of the stream) is not input: libcurl finds such a
+ * connection dead itself.
+ */
+static bool
+input_waiting(curl_socket_t s)
+{
+	char		c;
+
+	return recv(s, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/*
+ * conn_spoil: the idle HTTP/1 connection on socket s (one of ours) has
+ * input waiting, which libcurl before 8.0 would read as the next
+ * request's response (file header, bug 2): make libcurl find it dead.
+ * Its descriptor is replaced by one end of a socket pair whose other end
+ * is closed, so libcurl's check of a cached connection before it reuses
+ * it (a peek that returns the end of the stream) discards it and closes
+ * the descriptor through closesocket_cb; the TCP connection is closed by
+ * the replacement.  If no socket pair can be made, the connection is shut
+ * down instead: the next request on it then fails to send and is sent
+ * again on a new connection (stale_connection).
+ */
+static void
+conn_spoil(HttpEngine *engine, curl_socket_t s)
+{
+	unsigned char *w = watch_slot(engine, s);
+	int			sv[2];
+
+	if (w == NULL || (*w & (WATCH_IN | WATCH_OUT)))
+		watch_ctl(engine, EPOLL_CTL_DEL, s, 0);
+	if (w)
+		*w &= WATCH_OURS;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
+	{
+		shutdown(s, SHUT_RDWR);
+		return;
+	}
+	close(sv[1]);
+	if (dup2(sv[0], s) == s)
+		fcntl(s, F_SETFD, FD_CLOEXEC);
+	else
+		shutdown(s, SHUT_RDWR);
+	close(sv[0]);
+}
+
+/*
  * socket_cb: libcurl asks us to watch a socket for reading and/or writing,
  * or to stop watching it.  A socket of ours that it stops watching stays
  * in the epoll set, marked kept (see the file header); the set changes
- * only when the events wanted do.
+ * only when the events wanted do.  An HTTP/1
+ * transfer's socket that it stops watching with input waiting is spoiled
+ * instead (conn_spoil), before libcurl can give the connection to another
+ * transfer (under every libcurl: see the file header, bug 2).
  */
 static int
 socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
@@ -299,6 +452,15 @@ socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 
 	if (what == CURL_POLL_REMOVE)
 	{
+		if (w && (*w & WATCH_OURS) && transfer_maybe_h1(easy))
+		{
+			if (input_waiting(s))
+			{
+				conn_spoil(engine, s);
+				return 0;
+			}
+			*w |= WATCH_H1;
+		}
 		if (w && (*w & (WATCH_OURS | WATCH_MULTI)) && have)
 			*w |= WATCH_KEPT;
 		else
@@ -421,6 +583,10 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 		req->has_retry_after = false;
 		req->headers_done = false;
 		req->content_type[0] = '\0';
+		/* whether the connection is HTTP/2 (socket_cb) */
+		if (n >= 6 && memcmp(line, "HTTP/2", 6) == 0 &&
+			req->handle != NULL)
+			req->handle->conn_h2 = conn_alpn_h2(req->handle->easy);
 	}
 	else if ((n == 2 && line[0] == '\r' && line[1] == '\n') || (n == 1 && line[0] == '\n'))
 		req->headers_done = req->status >= 200;
@@ -560,6 +726,7 @@ http_engine_create(void)
 	if (engine == NULL)
 		return NULL;
 	engine->timer_deadline = -1;
+	engine->old_curl = curl_version_info(CURLVERSION_NOW)->version_num < CURL_FIXED_VERSION;
 	engine->epfd = epoll_create1(EPOLL_CLOEXEC);
 	engine->multi = curl_multi_init();
 	if (engine->epfd < 0 || engine->multi == NULL)
@@ -719,6 +886,7 @@ handle_new(HttpEngine *engine)
 	h->settings = engine->settings;
 	h->share = NULL;
 	h->own_tls = false;
+	h->conn_h2 = false;
 	if (engine->share &&
 		curl_easy_setopt(easy, CURLOPT_SHARE, engine->share->sh) == CURLE_OK)
 	{
@@ -764,7 +932,9 @@ handle_take(HttpEngine *engine)
 
 /*
  * handle_put: a handle whose request is over, kept for the next request
- * unless the settings changed since it was made.
+ * unless the settings changed since it was made, or libcurl is older than
+ * 8.1.0 (file header, bug 1: a handle that stored a header is not safe to
+ * start another transfer on, and every answered request stores one).
  */
 static void
 handle_put(HttpEngine *engine, HttpHandle *h)
@@ -780,8 +950,8 @@ handle_put(HttpEngine *engine, HttpHandle *h)
 	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, NULL);
 	curl_easy_setopt(easy, CURLOPT_PREREQDATA, NULL);
 	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, NULL);
-	/* a handle with a handler's own certificate or CA serves no other */
-	if (h->settings != engine->settings || h->own_tls)
+	/* nor is a handle with a handler's own certificate or CA kept */
+	if (h->settings != engine->settings || engine->old_curl || h->own_tls)
 	{
 		handle_free(engine, h);
 		return;
@@ -959,6 +1129,33 @@ set_request_tls(HttpHandle *h, const HttpRequest *req)
 }
 
 /*
+ * handle_arm: set on handle h every option that belongs to request req,
+ * the same every time, so that nothing of the handle's previous request
+ * is left (but CURLOPT_FRESH_CONNECT, which the caller sets).
+ */
+static void
+handle_arm(HttpEngine *engine, HttpHandle *h, HttpRequest *req)
+{
+	CURL	   *easy = h->easy;
+
+	req->handle = h;
+	h->conn_h2 = false;
+	curl_easy_setopt(easy, CURLOPT_PRIVATE, req);
+	curl_easy_setopt(easy, CURLOPT_URL, req->url);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_len);
+	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, req->body);
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, req->headers);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, req->timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_WRITEDATA, req);
+	curl_easy_setopt(easy, CURLOPT_HEADERDATA, req);
+	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, req);
+	curl_easy_setopt(easy, CURLOPT_PREREQDATA, req);
+	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->errbuf);
+	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, pipewait_wanted(engine, req->url) ? 1L : 0L);
+	set_request_tls(h, req);
+}
+
+/*
  * http_engine_start: begin a request on a free handle.  Every option that
  * belongs to one request is set here, each time, so that nothing of the
  * handle's previous request is left.  Returns false (with req->errbuf
@@ -981,20 +1178,8 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 	}
 
 	easy = h->easy;
-	curl_easy_setopt(easy, CURLOPT_PRIVATE, req);
-	curl_easy_setopt(easy, CURLOPT_URL, req->url);
-	curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) req->body_len);
-	curl_easy_setopt(easy, CURLOPT_POSTFIELDS, req->body);
-	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, req->headers);
-	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, req->timeout_ms);
-	curl_easy_setopt(easy, CURLOPT_WRITEDATA, req);
-	curl_easy_setopt(easy, CURLOPT_HEADERDATA, req);
-	curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, req);
-	curl_easy_setopt(easy, CURLOPT_PREREQDATA, req);
-	curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, req->errbuf);
-	curl_easy_setopt(easy, CURLOPT_PIPEWAIT, pipewait_wanted(engine, req->url) ? 1L : 0L);
+	handle_arm(engine, h, req);
 	curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 0L);
-	set_request_tls(h, req);
 
 	if (curl_multi_add_handle(engine->multi, easy) != CURLM_OK)
 	{
@@ -1008,8 +1193,27 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 }
 
 /*
+ * kept_ready: a socket kept while unwanted turned ready: the peer closed
+ * the idle connection, or (HTTP/1) wrote something
+ * nobody asked for, which spoils the connection (file header, bug 2).
+ */
+static void
+kept_ready(HttpEngine *engine, int fd)
+{
+	if ((engine->watch[fd] & WATCH_H1) && input_waiting(fd))
+	{
+		conn_spoil(engine, fd);
+		return;
+	}
+	watch_ctl(engine, EPOLL_CTL_DEL, fd, 0);
+	engine->watch[fd] &= WATCH_OURS | WATCH_MULTI;
+}
+
+/*
  * http_engine_perform: move every request along as far as it can go
  * without blocking: sockets that are ready, then timers that are due.
+ * Kept sockets that turned ready are dealt with first, before libcurl
+ * runs any transfer that could reuse their connections.
  */
 void
 http_engine_perform(HttpEngine *engine)
@@ -1023,15 +1227,20 @@ http_engine_perform(HttpEngine *engine)
 		for (int i = 0; i < n; i++)
 		{
 			int			fd = events[i].data.fd;
-			int			flags = 0;
 
-			/* kept while unwanted, and now ready: the peer closed it */
 			if (fd < engine->nwatch && (engine->watch[fd] & WATCH_KEPT))
 			{
-				watch_ctl(engine, EPOLL_CTL_DEL, fd, 0);
-				engine->watch[fd] &= WATCH_OURS | WATCH_MULTI;
-				continue;
+				kept_ready(engine, fd);
+				events[i].data.fd = -1;
 			}
+		}
+		for (int i = 0; i < n; i++)
+		{
+			int			fd = events[i].data.fd;
+			int			flags = 0;
+
+			if (fd < 0)
+				continue;
 			if (events[i].events & EPOLLIN)
 				flags |= CURL_CSELECT_IN;
 			if (events[i].events & EPOLLOUT)
@@ -1105,12 +1314,15 @@ stale_connection(HttpEngine *engine, const HttpRequest *req)
 /*
  * restart_fresh: start a request again, once, on a new connection (see
  * stale_connection); false when libcurl will not take it (it is then
- * handed back failed).
+ * handed back failed, on req->handle, which may be a new handle).  Under
+ * libcurl before 8.1.0 the resend goes out on a new handle too (file
+ * header, bug 1: the failed attempt may have stored headers).
  */
 static bool
 restart_fresh(HttpEngine *engine, HttpRequest *req)
 {
 	CURL	   *easy = req->handle->easy;
+	HttpHandle *fresh = NULL;
 	curl_off_t	spent_us = 0;
 	long		left_ms;
 
@@ -1123,7 +1335,15 @@ restart_fresh(HttpEngine *engine, HttpRequest *req)
 	left_ms = req->timeout_ms - (long) (spent_us / 1000);
 	if (left_ms < 10)
 		return false;
+	if (engine->old_curl && (fresh = handle_new(engine)) == NULL)
+		return false;
 	curl_multi_remove_handle(engine->multi, easy);
+	if (fresh)
+	{
+		handle_free(engine, req->handle);
+		handle_arm(engine, fresh, req);
+		easy = fresh->easy;
+	}
 	request_reset(req);
 	req->restarted = true;
 	curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
@@ -1173,6 +1393,7 @@ http_engine_next_done(HttpEngine *engine)
 		curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &req->new_connections);
 		if (stale_connection(engine, req) && restart_fresh(engine, req))
 			continue;
+		easy = req->handle->easy;	/* a failed restart may have changed it */
 		if (req->result != CURLE_OK && answered_early(easy, req))
 		{
 			req->result = CURLE_OK;

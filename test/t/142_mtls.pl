@@ -113,6 +113,16 @@ sh('openssl', 'ca', '-batch', '-config', "$dir/ca.cnf", '-cert', "$dir/client-ca
 	'-keyfile', "$dir/client-ca.key", '-in', "$dir/old.csr", '-out', "$dir/old.crt",
 	'-startdate', '20200101000000Z', '-enddate', '20200102000000Z', '-notext');
 
+# and one that expires 20 s from now, while its handler is stored
+my @end = gmtime(time() + 20);
+my $brief_end = sprintf('%04d%02d%02d%02d%02d%02dZ', $end[5] + 1900, $end[4] + 1, @end[3, 2, 1, 0]);
+my $brief_expires = time() + 20;
+sh('openssl', 'req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+	'-keyout', "$dir/brief.key", '-out', "$dir/brief.csr", '-subj', '/CN=brief');
+sh('openssl', 'ca', '-batch', '-config', "$dir/ca.cnf", '-cert', "$dir/client-ca.crt",
+	'-keyfile', "$dir/client-ca.key", '-in', "$dir/brief.csr", '-out', "$dir/brief.crt",
+	'-startdate', '20200101000000Z', '-enddate', $brief_end, '-notext');
+
 # nginx: "opt" asks for a client certificate and logs its subject; "req"
 # requires one
 my $opt_port = free_port();
@@ -171,7 +181,8 @@ my $node = grelout_node('mtls',
 	"grelout.retry_max = '200ms'");
 
 my %pem = map { my $f = $_; $f => slurp_file("$dir/$f") }
-  qw(server-ca.crt other-ca.crt alice.crt alice.key bob.crt bob.key old.crt old.key);
+  qw(server-ca.crt other-ca.crt alice.crt alice.key bob.crt bob.key old.crt old.key
+  brief.crt brief.key);
 
 # A handler row through psql variables, so that no PEM is typed into a
 # statement here; returns psql's (ret, stdout, stderr).
@@ -229,6 +240,11 @@ like($err, qr/must be set together/, '... saying both are needed');
 isnt($ret, 0, 'a key as tls_ca is refused');
 like($err, qr/invalid handler tls_ca/, '... as an invalid tls_ca');
 ok(!grep({ index($err, $_) >= 0 } @old_key), '... without quoting it');
+
+($ret, $out, $err) = handler("INSERT INTO grelout.handlers (name, topic, url, enabled, tls_client_cert, tls_client_key)"
+	  . " VALUES ('brief', 'brief', 'https://127.0.0.1:$opt_port/brief', false, :'cert', :'key')",
+	cert => $pem{'brief.crt'}, key => $pem{'brief.key'});
+is($ret, 0, 'a certificate valid for 20 s more is taken') or diag($err);
 
 # 2. three handlers to one origin, each request with its own certificate
 for my $h (['alice', 'alice'], ['bob', 'bob'], ['nobody', undef])
@@ -336,7 +352,25 @@ ok(wait_until(sub {
 like($state, qr/^dead:TLS failure/, '... of a TLS failure: its tls_ca replaced grelout.ca_file');
 is(scalar(of('/other')), 0, '... and nginx never got its request');
 
-# 6. what an operator sees, and what the log holds
+# 6. a stored certificate that expired: the row can still be changed
+sleep(1) while time() <= $brief_expires + 1;
+is($node->psql('app', "UPDATE grelout.handlers SET enabled = true, max_attempts = 3 WHERE name = 'brief'"), 0,
+	'once its certificate expired, the handler can still be updated (enabled, max_attempts)');
+is($node->psql('app', "SELECT grelout.set_secret('brief', 'whsec_' || encode(decode(repeat('ab', 32), 'hex'), 'base64'))"), 0,
+	'... given a secret by set_secret');
+is($node->psql('app', "UPDATE grelout.handlers SET enabled = false WHERE name = 'brief' AND enabled"), 0,
+	'... and disabled, as the relay disables it');
+($ret, $out, $err) = handler("UPDATE grelout.handlers SET tls_client_cert = :'cert' || E'\\n' WHERE name = 'brief'",
+	cert => $pem{'brief.crt'});
+like($err, qr/has expired/i, 'but the expired certificate written anew is refused');
+my $copy = $node->safe_psql('app', "COPY (SELECT * FROM grelout.handlers WHERE name = 'brief') TO STDOUT");
+$node->safe_psql('app', "DELETE FROM grelout.handlers WHERE name = 'brief'");
+($ret, $out, $err) = ('', '', '');
+write_file("$dir/brief.copy", "$copy\n");
+$ret = $node->psql('app', "\\copy grelout.handlers FROM '$dir/brief.copy'", stderr => \$err);
+is($ret, 0, 'a COPY of the row, as pg_dump writes it, restores with its expired certificate') or diag($err);
+
+# 7. what an operator sees, and what the log holds
 is($node->safe_psql('app', "SELECT string_agg(name || ':' || has_tls_client_cert || ':' || has_tls_ca, ',' ORDER BY name)"
 	  . " FROM grelout.handlers_masked WHERE name IN ('alice', 'nobody', 'plain')"),
 	'alice:true:true,nobody:false:true,plain:false:false',

@@ -20,7 +20,12 @@
  *	  handles resume the TLS session; a request sent on a connection the
  *	  server closed with a TLS close alert is sent again on a new one (and
  *	  answered); a configure with the same CA file
- *	  keeps the sessions, a new CA file does not resume them.  No network
+ *	  keeps the sessions, a new CA file does not resume them.  And the two
+ *	  bugs of libcurl before 8.1.0 http.c guards against: a response whose
+ *	  first header is folded, after answers with headers (a use after free
+ *	  on a reused handle: AddressSanitizer stops the test), and bytes an
+ *	  endpoint writes beyond its answer or while the connection is idle,
+ *	  which must not be taken for the next request's answer.  No network
  *	  is used.  Prints TAP.
  *
  *-------------------------------------------------------------------------
@@ -81,6 +86,10 @@ typedef struct Server
 } Server;
 
 static Server server;
+
+/* the answer to the next request, when not the usual 204 (then cleared) */
+static const char *next_answer;
+static size_t next_answer_len;
 
 /* server_listen: one more listening socket on an ephemeral port of 127.0.0.1. */
 static void
@@ -261,7 +270,13 @@ server_serve(Server *srv)
 		}
 		while ((whole = request_complete(srv->buf[i], srv->len[i])) > 0)
 		{
-			server_write(srv, i, answer, sizeof(answer) - 1);
+			if (next_answer)
+			{
+				server_write(srv, i, next_answer, next_answer_len);
+				next_answer = NULL;
+			}
+			else
+				server_write(srv, i, answer, sizeof(answer) - 1);
 			memmove(srv->buf[i], srv->buf[i] + whole, srv->len[i] - whole);
 			srv->len[i] -= whole;
 			srv->answered++;
@@ -437,6 +452,80 @@ settle_closed(HttpEngine *engine)
 	for (int turn = 0; turn < 200 && !engine_ready(engine); turn++)
 		usleep(1000);
 	http_engine_perform(engine);
+}
+
+/*
+ * answer_next: the server answers the next request with text (then 204s
+ * again).
+ */
+static void
+answer_next(const char *text, size_t len)
+{
+	next_answer = text;
+	next_answer_len = len;
+}
+
+/*
+ * test_old_curl_bugs: what libcurl before 8.1.0 gets wrong on reused
+ * handles and connections (http.c's file header), on any libcurl.
+ */
+static void
+test_old_curl_bugs(HttpEngine *engine)
+{
+	static const char with_header[] = "HTTP/1.1 204 No Content\r\nX-Seen: 1\r\n\r\n";
+	static const char folded[] = "HTTP/1.1 204 No Content\r\n folded: x\r\n\r\n";
+	static const char forged[] = "HTTP/1.1 500 Forged\r\nContent-Length: 0\r\n\r\n";
+	static char leftovers[64 * 1024];
+	HttpRequest req;
+	char		url[64];
+	size_t		len;
+	int			before;
+	int			fd;
+
+	/* one connection from here on */
+	server_close_all(&server);
+	settle_closed(engine);
+
+	/* bug 1: a folded first header after answers that stored headers */
+	answer_next(with_header, sizeof(with_header) - 1);
+	ok(one(engine, &req, server.port), "an answer with a header");
+	request_init(&req, url, sizeof(url), server.port);
+	answer_next(folded, sizeof(folded) - 1);
+	is_int(run(engine, &req, 1), 1,
+		   "then one whose first header line is folded is handed back (no use after free)");
+	ok(one(engine, &req, server.port), "and the next request is answered 204");
+
+	/* bug 2: an answer followed by more than libcurl reads at once */
+	len = (size_t) snprintf(leftovers, sizeof(leftovers), "HTTP/1.1 304 Not Modified\r\n\r\n");
+	while (len + sizeof(forged) < sizeof(leftovers))
+	{
+		memcpy(leftovers + len, forged, sizeof(forged) - 1);
+		len += sizeof(forged) - 1;
+	}
+	request_init(&req, url, sizeof(url), server.port);
+	answer_next(leftovers, len);
+	ok(run(engine, &req, 1) == 1 && req.status == 304,
+	   "a 304 followed by %zu bytes of forged answers", len);
+	before = server.accepted;
+	ok(one(engine, &req, server.port),
+	   "the next request gets its own answer, not one left from before");
+	is_int(server.accepted - before, 1, "over a new connection");
+
+	/* bug 2: an answer written while the connection is idle */
+	ok(one(engine, &req, server.port), "a request on the kept-alive connection");
+	for (fd = 0; fd < MAX_CONNS && server.conns[fd] < 0; fd++)
+		;
+	ok(fd < MAX_CONNS, "the server has the connection");
+	if (fd < MAX_CONNS)
+		server_write(&server, fd, forged, sizeof(forged) - 1);
+	for (int turn = 0; turn < 200 && !engine_ready(engine); turn++)
+		usleep(1000);
+	ok(engine_ready(engine), "an answer nobody asked for makes the engine ready");
+	http_engine_perform(engine);
+	before = server.accepted;
+	ok(one(engine, &req, server.port),
+	   "the next request gets its own answer, not the one written ahead");
+	is_int(server.accepted - before, 1, "over a new connection");
 }
 
 /*
@@ -669,6 +758,7 @@ main(void)
 	   "at most the changes of the events wanted (%lu)",
 	   http_engine_watch_changes(engine) - before);
 
+	test_old_curl_bugs(engine);
 	test_pool(engine);
 	test_tls(engine);
 	return done_testing();
