@@ -7,7 +7,9 @@
 # body; a logged delivery has as many rows as it had logged attempts (the
 # rows are written by its settles), and an attempt whose settle is lost
 # (fenced out by a changed lease) has none; the relays purge rows older than
-# grelout.keep_attempts (7 days by default, then a shorter setting).
+# grelout.keep_attempts (7 days by default, then a shorter setting); a 1.1
+# schema logs nothing, and logs once updated to 1.2; publishers cannot read
+# the log.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -188,8 +190,30 @@ ok(wait_until(sub {
 is(sq(q{SELECT count(*) FROM grelout.attempts WHERE handler <> 'old'}), $recent,
 	'the recent rows kept');
 
-# ---- a 1.1 schema has no attempt log: nothing breaks there (091 upgrades a
-# live 1.1); here the log stays administrators' only
+# ---- a 1.1 schema has no attempt log: the relays deliver and retry there
+# as before, and log the attempts once ALTER EXTENSION ... UPDATE TO '1.2'
+# has committed
+set_conf($node, 'grelout.log_attempts' => 'failed');
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('old', "CREATE EXTENSION grelout VERSION '1.1'");
+set_conf($node, 'grelout.database' => 'app, old');
+$recv->script('/old', [], { status => 503, body => 'old down' });
+$node->safe_psql('old', "INSERT INTO grelout.handlers (topic, url) VALUES ('old', '"
+	. $recv->url('/old') . "')");
+my $old = $node->safe_psql('old', q{SELECT outbox_publish('old', '{}')});
+ok(wait_until(sub {
+	$node->safe_psql('old', "SELECT attempts >= 2 FROM grelout.outbox WHERE id = '$old'") eq 't' }, 30),
+	'1.1 schema: the relays retry a failing delivery, without an attempt log');
+$node->safe_psql('old', "ALTER EXTENSION grelout UPDATE TO '1.2'");
+my $done = $node->safe_psql('old', "SELECT attempts FROM grelout.outbox WHERE id = '$old'");
+ok(wait_until(sub {
+	$node->safe_psql('old', "SELECT count(*) > 0 FROM grelout.attempts WHERE message_id = '$old'") eq 't' }, 30),
+	'after the update to 1.2: its next failed attempts are logged');
+is($node->safe_psql('old', "SELECT count(*) FROM grelout.attempts
+	WHERE message_id = '$old' AND (attempt <= $done - 1 OR status <> 503)"), '0',
+	'only attempts made after the update, each with the status');
+
+# ---- the log stays administrators' only
 sq('CREATE ROLE publisher LOGIN');
 sq('GRANT USAGE ON SCHEMA grelout TO publisher');
 my ($ret, $out, $err) = $node->psql('app', 'SELECT count(*) FROM grelout.attempts',
