@@ -14,6 +14,7 @@
 
 #include "edge.h"
 #include "hooks.h"
+#include "http.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -56,6 +57,17 @@ const EdgeCidrList *grelout_allowed_networks = &no_networks;
 static char *grelout_keep_delivered = NULL;
 GreloutKeepMode grelout_keep_mode = GRELOUT_KEEP_OFF;
 int64		grelout_keep_window_ms = 0;
+
+int			grelout_log_attempts = GRELOUT_LOG_ATTEMPTS_FAILED;
+int			grelout_attempt_body_max = 4096;
+int			grelout_keep_attempts = 7 * 24 * 3600;
+
+static const struct config_enum_entry log_attempts_options[] = {
+	{"failed", GRELOUT_LOG_ATTEMPTS_FAILED, false},
+	{"all", GRELOUT_LOG_ATTEMPTS_ALL, false},
+	{"off", GRELOUT_LOG_ATTEMPTS_OFF, false},
+	{NULL, 0, false}
+};
 
 /* True in every process forked from a postmaster that preloaded us. */
 bool		grelout_loaded_at_preload = false;
@@ -325,6 +337,19 @@ define_settings(void)
 	DefineCustomIntVariable("grelout.disable_after",
 							"How long a breaker may stay open before its handler is disabled; 0 means never.",
 							NULL, &grelout_disable_after, 5 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomEnumVariable("grelout.log_attempts",
+							 "Which delivery attempts the relays write into grelout.attempts: failed, all or off.",
+							 NULL, &grelout_log_attempts, GRELOUT_LOG_ATTEMPTS_FAILED,
+							 log_attempts_options,
+							 PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.attempt_body_max",
+							"Most bytes of a response body kept in grelout.attempts; 0 keeps none.",
+							NULL, &grelout_attempt_body_max, 4096, 0, HTTP_BODY_READ_MAX,
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.keep_attempts",
+							"How long the relays keep the rows of grelout.attempts before purging them; 0 means for good.",
+							NULL, &grelout_keep_attempts, 7 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_S, NULL, NULL, NULL);
 
 	/*

@@ -67,6 +67,17 @@ typedef enum GreloutKeepMode
 extern GreloutKeepMode grelout_keep_mode;
 extern int64 grelout_keep_window_ms;
 
+/* grelout.log_attempts: which attempts go into grelout.attempts (1.2) */
+typedef enum GreloutLogAttempts
+{
+	GRELOUT_LOG_ATTEMPTS_FAILED,	/* retried, dead and held attempts */
+	GRELOUT_LOG_ATTEMPTS_ALL,	/* every attempt */
+	GRELOUT_LOG_ATTEMPTS_OFF	/* none */
+} GreloutLogAttempts;
+extern int	grelout_log_attempts;	/* a GreloutLogAttempts */
+extern int	grelout_attempt_body_max;	/* bytes of a response body logged */
+extern int	grelout_keep_attempts;	/* s; 0: never purged */
+
 extern bool grelout_loaded_at_preload;
 
 /* shmem.c (the relays' slots are in shmem.h) */

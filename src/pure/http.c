@@ -565,8 +565,8 @@ write_cb(char *data, size_t size, size_t nmemb, void *userp)
 
 /*
  * header_cb: follow the status line of each response (a 100 Continue may
- * come first), pick up Retry-After, and note the end of a final
- * response's headers.
+ * come first), pick up Retry-After and Content-Type, and note the end of
+ * a final response's headers.
  */
 static size_t
 header_cb(char *line, size_t size, size_t nmemb, void *userp)
@@ -582,6 +582,7 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 		req->status = status;
 		req->has_retry_after = false;
 		req->headers_done = false;
+		req->content_type[0] = '\0';
 		/* whether the connection is HTTP/2 (socket_cb) */
 		if (n >= 6 && memcmp(line, "HTTP/2", 6) == 0 &&
 			req->handle != NULL)
@@ -598,6 +599,13 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 			req->has_retry_after = true;
 			req->retry_after_ms = delay;
 		}
+	}
+	else if (edge_header_line(line, n, "content-type", &value, &vlen))
+	{
+		if (vlen > HTTP_CONTENT_TYPE_MAX - 1)
+			vlen = HTTP_CONTENT_TYPE_MAX - 1;
+		memcpy(req->content_type, value, vlen);
+		req->content_type[vlen] = '\0';
 	}
 	return n;
 }
@@ -1056,6 +1064,7 @@ request_reset(HttpRequest *req)
 	req->body_keep_len = 0;
 	if (req->body_keep && req->body_keep_size > 0)
 		req->body_keep[0] = '\0';
+	req->content_type[0] = '\0';
 	req->refused[0] = '\0';
 	req->errbuf[0] = '\0';
 	req->http_version = 0;

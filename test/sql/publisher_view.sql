@@ -55,8 +55,22 @@ WHERE EXISTS (SELECT 1 FROM pg_show_all_settings() WHERE name LIKE 'grelout.%');
 -- a publish still works without seeing them
 SELECT outbox_publish('pv.plain', '{}') IS NOT NULL AS publishes;
 RESET ROLE;
+-- issue 33: the attempt log's settings, and the log itself (response
+-- bodies), are administrators' only, even with USAGE on the schema
+GRANT USAGE ON SCHEMA grelout TO regress_grelout_pub;
+SET ROLE regress_grelout_pub;
+SELECT pg_temp.state_of($$SHOW grelout.log_attempts$$) AS show_log_attempts;
+SELECT pg_temp.state_of($$SHOW grelout.attempt_body_max$$) AS show_attempt_body_max;
+SELECT pg_temp.state_of($$SHOW grelout.keep_attempts$$) AS show_keep_attempts;
+SELECT pg_temp.try($$SELECT count(*) FROM grelout.attempts$$) AS publisher_reads_attempts;
+RESET ROLE;
+REVOKE USAGE ON SCHEMA grelout FROM regress_grelout_pub;
+SELECT current_setting('grelout.log_attempts') AS admin_log_attempts,
+	current_setting('grelout.attempt_body_max') AS admin_attempt_body_max,
+	current_setting('grelout.keep_attempts') AS admin_keep_attempts;
 SET ROLE regress_grelout_reader;
 SELECT pg_temp.state_of($$SHOW grelout.block_private_networks$$) AS reader_show;
+SELECT pg_temp.state_of($$SHOW grelout.log_attempts$$) AS reader_show_log_attempts;
 SELECT count(*) > 20 AS reader_sees_settings FROM pg_settings WHERE name LIKE 'grelout.%';
 RESET ROLE;
 
