@@ -29,6 +29,7 @@ OBJS = \
 	src/validate_auth.o \
 	src/mask.o \
 	src/pure/topic_pattern.o \
+	src/pure/tracectx.o \
 	src/topic_pattern_sql.o \
 	src/publish.o \
 	src/capture.o \

@@ -24,6 +24,10 @@ up; not meant to be run by hand.  Measures, against that cluster and nginx:
  11. commit-to-arrival latency at 5,000 msgs/s sustained
  12. the figure 2 drain with a 100,000-message backlog of a topic with no
      handler, and of a topic whose handler is disabled, against without
+ 13. the relay's HTTP engine alone (bench/http_engine.c), beside wrk
+ 14. endpoint authentication (issue 34): the same drain over HTTPS to a
+     handler signing with HMAC (v1), with ed25519 (v1a), with mutual TLS
+     and with OAuth2 client credentials, interleaved run by run
 
 and writes WORK/results.md.  Exits non-zero only when the benchmark breaks.
 
@@ -34,6 +38,7 @@ that many seconds late, and SIGUSR1 drops every request it holds).
 """
 import argparse
 import asyncio
+import base64
 import json
 import os
 import re
@@ -105,6 +110,7 @@ FULL = dict(
     idle_backlog=100_000,
     hang_backlog=20_000,
     engine_requests=200_000,
+    auth_backlog=20_000,
 )
 QUICK = dict(
     runs=1,
@@ -125,6 +131,7 @@ QUICK = dict(
     idle_backlog=2_000,
     hang_backlog=500,
     engine_requests=2_000,
+    auth_backlog=1_000,
 )
 
 # Tuned relay settings (documented in results.md and the README).
@@ -160,6 +167,8 @@ class Bench:
         self.queue_tables = 'grelout.outbox, grelout.fanout'
         # called while pause() waits (figure 8: its hanging endpoint lets go)
         self.on_pause = None
+        # nginx_status calls made, each one a connection nginx accepted
+        self.status_calls = 0
 
     # -- plumbing ----------------------------------------------------------
     def connect(self):
@@ -265,9 +274,16 @@ class Bench:
                        check=True, stdout=subprocess.DEVNULL, env=self.env)
 
     def nginx_requests(self):
+        return self.nginx_status()[1]
+
+    def nginx_status(self):
+        """nginx's counters over all its servers: (connections accepted,
+        requests); each call is a connection of its own (status_calls)."""
+        self.status_calls += 1
         with urllib.request.urlopen(self.nginx_url + '/nginx_status', timeout=5) as r:
             text = r.read().decode()
-        return int(text.splitlines()[2].split()[2])
+        accepts, _, requests = text.splitlines()[2].split()[:3]
+        return int(accepts), int(requests)
 
     def cpu_ticks(self):
         """CPU time (user + system, clock ticks) of the relays and of nginx's workers."""
@@ -523,6 +539,7 @@ class Bench:
                        (topic,)) if self.drain_complete else 0
         after = self.relays()
         failures = sum(r[5] + r[6] for r in after) - base_retried
+        self.drain_failures = failures
         got = self.nginx_requests() - ng0
         if left != 0 or got < n:
             raise Broken('%s: %d rows left, nginx saw %d of %d' % (label, left, got, n))
@@ -1310,6 +1327,107 @@ class Bench:
         self.res['figures']['12'] = out
         self.load_note('fig 12 end')
 
+    # -- issue 34: figure 14 ----------------------------------------------------
+    AUTH_KINDS = ('hmac', 'v1a', 'mtls', 'oauth')
+
+    def token_requests(self):
+        """the requests nginx's /token location has answered (its own log)."""
+        try:
+            with open(os.path.join(os.path.dirname(self.a.tls_dir), 'token.log'), 'rb') as f:
+                return sum(1 for _ in f)
+        except FileNotFoundError:
+            return 0
+
+    def fig14(self):
+        """endpoint authentication: the figure 2 drain (default settings) of
+        auth_backlog messages over HTTPS (nginx, HTTP/2 by ALPN) to a handler
+        signing with HMAC (whsec_, the baseline), one signing with ed25519
+        (whsk_, v1a), one with a client certificate (mutual TLS) and one
+        with OAuth2 client credentials (nginx's /token), the last two with
+        an HMAC secret as the baseline has.  The server-wide grelout.ca_file
+        trusts the run's test CA for all four.  Each run drains all four in
+        an order rotated run by run, after an uncounted warm-up drain of
+        each; each ratio is to the HMAC drain of the same run."""
+        if not self.a.nginx_tls_port or not self.a.tls_dir:
+            log('figure 14: endpoint authentication: not measured (no HTTPS nginx)')
+            self.res['figures']['14'] = {'missing': 'bench/run started no HTTPS nginx'}
+            return
+        n = self.sz['auth_backlog']
+        base = 'https://127.0.0.1:%d' % self.a.nginx_tls_port
+        tls = lambda name: open(os.path.join(self.a.tls_dir, name)).read()
+        log('figure 14: endpoint authentication over HTTPS, %d backlog (default settings)' % n)
+        self.load_note('fig 14 start')
+        self.pause()
+        self.set_conf(grelout__ca_file=os.path.join(self.a.tls_dir, 'server-ca.crt'))
+        hmac = lambda: 'whsec_' + base64.b64encode(os.urandom(32)).decode()
+        oauth = json.dumps({'token_url': base + '/token', 'client_id': 'grelout-bench',
+                            'client_secret': 'bench-client-secret', 'scope': 'webhooks'})
+        cols = {
+            'hmac': ({'secret': hmac()}),
+            'v1a': ({'secret': self.q1('SELECT grelout.new_signing_key()')}),
+            'mtls': ({'secret': hmac(), 'tls_client_cert': tls('client.crt'),
+                      'tls_client_key': tls('client.key')}),
+            'oauth': ({'secret': hmac(), 'oauth': oauth}),
+        }
+        kinds = list(self.AUTH_KINDS)
+        for kind in kinds:
+            c = dict(cols[kind], name='auth-' + kind, topic='auth.' + kind,
+                     url='%s/%s' % (base, kind))
+            self.q('DELETE FROM grelout.handlers WHERE name = %s', (c['name'],))
+            self.q('INSERT INTO grelout.handlers (%s) VALUES (%s)'
+                   % (', '.join(c), ', '.join(['%s'] * len(c))), list(c.values()))
+        out = {'messages': n, 'order': [], 'url': base, 'protocol': None,
+               'concurrency': int(self.q1('SHOW grelout.concurrency')), 'connections': {k: [] for k in kinds},
+               'tokens': {k: [] for k in kinds}, 'relay_us': {k: [] for k in kinds},
+               'failures': {k: [] for k in kinds}}
+        out.update((k, []) for k in kinds)
+        try:
+            # the connections, TLS sessions and the token made once, as a
+            # relay that has been delivering to these endpoints has them
+            for kind in kinds:
+                self.drain(max(1, n // 10), 'auth %s warm-up' % kind, topic='auth.' + kind)
+            for run in range(self.sz['runs']):
+                order = kinds[run % 4:] + kinds[:run % 4]
+                out['order'].append(order)
+                for kind in order:
+                    label = 'auth %s run %d' % (kind, run + 1)
+                    acc0, tok0 = self.nginx_status()[0], self.token_requests()
+                    calls0 = self.status_calls
+                    out[kind].append(self.drain(n, label, topic='auth.' + kind))
+                    acc1, tok1 = self.nginx_status()[0], self.token_requests()
+                    # less the status requests' own connections
+                    acc1 -= self.status_calls - calls0
+                    out['connections'][kind].append(acc1 - acc0)
+                    out['tokens'][kind].append(tok1 - tok0)
+                    out['failures'][kind].append(self.drain_failures)
+                    out['relay_us'][kind].extend(c['relay_us'] for c in self.res['drain_cpu']
+                                                 if c['label'] == label)
+                    err = self.q("SELECT string_agg(DISTINCT last_error, '; ')"
+                                 " FROM grelout.relays")[0][0]
+                    log('  %s: %d connections accepted, %d token requests; relays\' last error: %s'
+                        % (label, acc1 - acc0, tok1 - tok0, err))
+                    if kind == 'hmac' and out['protocol'] is None:
+                        out['protocol'] = self.https_protocol(base + '/hmac')
+        finally:
+            self.pause()
+            self.q("DELETE FROM grelout.outbox WHERE topic LIKE 'auth.%%'")
+            self.q("DELETE FROM grelout.handlers WHERE name LIKE 'auth-%%'")
+            self.q('ALTER SYSTEM RESET grelout.ca_file')
+            self.q('SELECT pg_reload_conf()')
+        self.q('VACUUM ANALYZE grelout.outbox, grelout.fanout')
+        self.res['figures']['14'] = out
+        self.load_note('fig 14 end')
+
+    def https_protocol(self, url):
+        """the HTTP version nginx's HTTPS server speaks to libcurl (curl's
+        command line, same CA): what the relay's engine gets by ALPN."""
+        r = subprocess.run(['curl', '-s', '-o', '/dev/null', '-w', '%{http_version}',
+                            '--cacert', os.path.join(self.a.tls_dir, 'server-ca.crt'),
+                            '-X', 'POST', '-H', 'webhook-signature: v1,x', url],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        v = r.stdout.decode().strip()
+        return ('HTTP/' + v) if r.returncode == 0 and v else 'unknown'
+
     # -- machine -------------------------------------------------------------
     def machine(self):
         def sh(cmd):
@@ -1373,6 +1491,8 @@ class Bench:
             self.fig12()
         if want('13'):
             self.fig13()
+        if want('14'):
+            self.fig14()
         if want('9'):
             self.fig9()
         if want('4'):
@@ -1902,6 +2022,87 @@ def render_issue14(res, sz, quick=False):
     return L, T
 
 
+AUTH_NAMES = {'hmac': 'HMAC (`whsec_`, v1)', 'v1a': 'ed25519 (`whsk_`, v1a)',
+              'mtls': 'mutual TLS (client certificate) + HMAC',
+              'oauth': 'OAuth2 client credentials + HMAC'}
+AUTH_TARGET = 0.9     # issue 34: each way >= 0.9 x the HMAC drain
+
+
+def render_issue34(res, sz):
+    """figure 14's section and the issue 34 targets table, as two lists of
+    markdown lines (both empty without figure 14)."""
+    f = res['figures']
+    if '14' not in f:
+        return [], []
+    x = f['14']
+    L, T = ['## 14. Endpoint authentication\n'], []
+    if 'missing' in x:
+        L.append('Not measured (%s).\n' % x['missing'])
+        T.append(('14. endpoint authentication', 'v1a, mTLS, OAuth2 drains >= %.1f x HMAC'
+                  % AUTH_TARGET, 'not measured (%s)' % x['missing'], '-'))
+        return L, T
+    med = lambda v: stats(v)[0]
+    paired = lambda a, b: statistics.median(p / q for p, q in zip(a, b))
+    kinds = [k for k in ('hmac', 'v1a', 'mtls', 'oauth') if x.get(k)]
+    L.append('The figure 2 drain (%d messages, default settings) over HTTPS to nginx (%s, '
+             '%s as curl negotiates it by ALPN; a server certificate of a CA the run makes '
+             'with openssl, trusted through `grelout.ca_file`; `ssl_verify_client optional` '
+             'with a client CA), one handler each way: HMAC (`whsec_` secret, `v1` '
+             'signatures: the baseline), ed25519 (`whsk_` key from '
+             '`grelout.new_signing_key()`, `v1a`), mutual TLS (`tls_client_cert` and '
+             '`tls_client_key`, plus an HMAC secret as the baseline has) and OAuth2 client '
+             'credentials (`oauth` naming nginx\'s `/token`, a static token that expires in '
+             '3600 s, plus an HMAC secret). nginx checks each: the signature\'s version, '
+             '`$ssl_client_verify = SUCCESS`, the bearer token; any other answer would be a '
+             'failure and the drain would not end. After one uncounted warm-up drain of a '
+             'tenth of the backlog to each (connections, TLS sessions and the token made), '
+             'each run drains all four, in an order rotated run by run; each ratio is to the '
+             'HMAC drain of the same run, the median of the runs\' ratios. "connections" is '
+             'what nginx accepted during a drain (stub_status), "tokens" the requests to '
+             '`/token`: both 0 when connections and the token are reused; "retries" the failed '
+             'attempts (the most of any run; 0 expected). nginx reads each request\'s body '
+             'before it answers (see `bench/run`).\n'
+             % (x['messages'], x['url'], x.get('protocol') or 'HTTP version unknown'))
+    L.append('| handler | median msgs/s | min | max | ratio to HMAC | relay CPU us a delivery '
+             '| connections a drain | token requests a drain | retries a drain |')
+    L.append('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+    for k in kinds:
+        m, lo, hi = stats(x[k])
+        cpu = x.get('relay_us', {}).get(k) or []
+        L.append('| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s |'
+                 % (AUTH_NAMES[k], m, lo, hi,
+                    '1 (baseline)' if k == 'hmac' else '%.2f' % paired(x[k], x['hmac']),
+                    '%.1f' % med(cpu) if cpu else '-',
+                    max(x['connections'][k]) if x['connections'].get(k) else '-',
+                    max(x['tokens'][k]) if x['tokens'].get(k) else '-',
+                    max(x['failures'][k]) if x.get('failures', {}).get(k) else '-'))
+    L.append('')
+    L.append('| run | order | %s |' % ' | '.join(kinds + ['%s / hmac' % k for k in kinds[1:]]))
+    L.append('| --- | --- |%s' % (' --- |' * (2 * len(kinds) - 1)))
+    for i, o in enumerate(x.get('order', [])):
+        L.append('| %d | %s | %s | %s |'
+                 % (i + 1, ', '.join(o), ' | '.join('%.0f' % x[k][i] for k in kinds),
+                    ' | '.join('%.2f' % (x[k][i] / x['hmac'][i]) for k in kinds[1:])))
+    L.append('')
+    # reused: no drain opened more connections than a relay has requests in
+    # flight, nor asked for a token more than once (it expires in an hour)
+    conns = x.get('concurrency', 50)
+    for k in kinds[1:]:
+        r = paired(x[k], x['hmac'])
+        reused = max(x['connections'][k]) <= conns and max(x['tokens'][k]) <= 1
+        T.append(('14. %s' % AUTH_NAMES[k], 'drain >= %.1f x the HMAC drain over HTTPS, '
+                  'connections (at most %d a drain) and tokens (at most 1) reused'
+                  % (AUTH_TARGET, conns),
+                  '%.2f x (median of the runs\' ratios; medians %.0f against %.0f msgs/s; '
+                  'at most %d connections and %d token requests a drain)'
+                  % (r, med(x[k]), med(x['hmac']), max(x['connections'][k]),
+                     max(x['tokens'][k])),
+                  'yes' if r >= AUTH_TARGET and reused else 'no'))
+    if sz.get('auth_backlog') != FULL['auth_backlog']:
+        T.append(('note', 'sizes of this run', 'backlog %d' % x['messages'], '-'))
+    return L, T
+
+
 def render_issue11(res, sz):
     """figure 8's section and the issue 11 targets table, as two lists of
     markdown lines (both empty without figure 8)."""
@@ -2289,6 +2490,8 @@ def render(res, sz, quick):
                         '%.2f ms (worst run)' % p99, p99 <= 10))
     sections14, targets14 = render_issue14(res, sz, quick)
     L.extend(sections14)
+    sections34, targets34 = render_issue34(res, sz)
+    L.extend(sections34)
     mem = res.get('mem', [])
     first = next((s for s in mem if s['label'] == 'after first drain'), None)
     second = next((s for s in mem if s['label'] == 'after %d' % sz['mem_second']), None)
@@ -2338,6 +2541,11 @@ def render(res, sz, quick):
         L.append('## Targets (issue 11)\n')
         L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
         L.extend('| %s | %s | %s | %s |' % t for t in targets11)
+        L.append('')
+    if targets34:
+        L.append('## Targets (issue 34)\n')
+        L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
+        L.extend('| %s | %s | %s | %s |' % t for t in targets34)
         L.append('')
     for note in res.get('notes', []):
         L.append('Note: %s\n' % note)
@@ -2435,6 +2643,9 @@ def main():
     ap.add_argument('--pgdata', required=True)
     ap.add_argument('--pgport', type=int, required=True)
     ap.add_argument('--nginx-port', type=int, required=True)
+    # figure 14: nginx's HTTPS server and the run's test CA and certificates
+    ap.add_argument('--nginx-tls-port', type=int)
+    ap.add_argument('--tls-dir')
     ap.add_argument('--root', required=True)
     ap.add_argument('--revision', default='unknown')
     # figure 10's grelout 1.0 cluster (bench/run), or why there is none

@@ -4,7 +4,8 @@
  *	  libFuzzer target: outcome_decide(), the decision taken on whatever an
  *	  endpoint answers (status, Retry-After) under any policy settings,
  *	  outcome_health(), what that answer tells the breaker, and
- *	  outcome_sanitize(), which copies a response body into last_error.
+ *	  outcome_sanitize(), which copies a response body into last_error,
+ *	  and outcome_sanitize_text(), which keeps one for grelout.attempts.
  *
  * Invariants: 2xx is delivered and 410 dead whatever the policy; a retry's
  * delay is never negative nor above retry_max (nor above the Retry-After
@@ -12,7 +13,7 @@
  * dead_letter on, or ever with it off but for 410; only a 4xx other than
  * 401, 403, 404, 405, 407 and 429 escapes the breaker, and only a 2xx is
  * its success; a sanitized copy is printable ASCII, NUL-terminated, within
- * its buffer; the outcome class of any stored text is "http NNN" or one of
+ * its buffer; a body kept as text is valid (UTF-8 or ASCII) and stable; the outcome class of any stored text is "http NNN" or one of
  * a few fixed words.
  *
  * fuzz/run links this target with the pure files (src/pure/outcome.c among
@@ -105,6 +106,31 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < n; i++)
 		CHECK(buf[i] >= 0x20 && buf[i] < 0x7f);
 	CHECK(n == 0 || buf[n - 1] != ' ');
+
+	/*
+	 * a body kept for grelout.attempts: within its buffer, NUL-terminated,
+	 * no control but tab and line breaks, ASCII outside UTF-8, and text
+	 * that a second pass keeps as it is (so every sequence in it is valid
+	 * UTF-8: an invalid byte would become '?')
+	 */
+	for (int utf8 = 0; utf8 <= 1; utf8++)
+	{
+		char		again[sizeof(buf)];
+
+		n = outcome_sanitize_text((const char *) body, body_len, buf, sizeof(buf), utf8);
+		CHECK(n < sizeof(buf));
+		CHECK(buf[n] == '\0');
+		for (size_t i = 0; i < n; i++)
+		{
+			unsigned char c = (unsigned char) buf[i];
+
+			CHECK(c >= 0x20 || c == '\t' || c == '\n' || c == '\r');
+			CHECK(c != 0x7f);
+			CHECK(utf8 || c < 0x80);
+		}
+		CHECK(outcome_sanitize_text(buf, n, again, sizeof(again), utf8) == n);
+		CHECK(memcmp(buf, again, n) == 0);
+	}
 
 	/*
 	 * the class of the same bytes as a stored last_error: "http NNN" or

@@ -343,3 +343,37 @@ BEGIN
 	RETURN NULL;
 END
 $forget$;
+
+------------------------------------------------------------------------
+-- issue 33 (part 3): the attempt log
+------------------------------------------------------------------------
+
+-- grelout.attempts: the attempt log (issue 33): one row an attempt the
+-- relays settled, as grelout.log_attempts says (failed ones by default),
+-- written in the settle's transaction, so that an attempt whose settle is
+-- lost leaves no row; what the endpoint answered (status, the body's first
+-- grelout.attempt_body_max bytes as text, its Content-Type), or the error
+-- of an attempt without an answer ("error" is its last_error).  No foreign
+-- key: the log outlives its messages (a delivered message is deleted at
+-- once unless kept) until the relays purge it after grelout.keep_attempts.
+-- Administrators only; publishers see their messages' outcome through
+-- outbox_message_status, never a response body.
+CREATE TABLE grelout.attempts (
+	message_id uuid NOT NULL,
+	handler text NOT NULL,
+	attempt integer NOT NULL,
+	started_at timestamptz NOT NULL,
+	duration_ms integer,
+	status integer,
+	error text,
+	response_body text,
+	content_type text
+);
+COMMENT ON TABLE grelout.attempts
+	IS 'grelout attempt log, one row a logged delivery attempt (written by the relays, purged after grelout.keep_attempts)';
+-- A message's attempts, in order.
+CREATE INDEX attempts_message_idx ON grelout.attempts (message_id, attempt);
+-- The relays' purge, oldest first.
+CREATE INDEX attempts_started_idx ON grelout.attempts (started_at);
+REVOKE ALL ON TABLE grelout.attempts FROM PUBLIC;
+-- Not a configuration table: pg_dump leaves the log out (grelout--1.2.sql).

@@ -247,6 +247,34 @@ CREATE TABLE grelout.handler_health (
 COMMENT ON TABLE grelout.handler_health
 	IS 'grelout circuit breakers, one row a handler whose breaker has changed (written by the relays on transitions)';
 
+-- grelout.attempts: the attempt log (issue 33): one row an attempt the
+-- relays settled, as grelout.log_attempts says (failed ones by default),
+-- written in the settle's transaction, so that an attempt whose settle is
+-- lost leaves no row; what the endpoint answered (status, the body's first
+-- grelout.attempt_body_max bytes as text, its Content-Type), or the error
+-- of an attempt without an answer ("error" is its last_error).  No foreign
+-- key: the log outlives its messages (a delivered message is deleted at
+-- once unless kept) until the relays purge it after grelout.keep_attempts.
+-- Administrators only; publishers see their messages' outcome through
+-- outbox_message_status, never a response body.
+CREATE TABLE grelout.attempts (
+	message_id uuid NOT NULL,
+	handler text NOT NULL,
+	attempt integer NOT NULL,
+	started_at timestamptz NOT NULL,
+	duration_ms integer,
+	status integer,
+	error text,
+	response_body text,
+	content_type text
+);
+COMMENT ON TABLE grelout.attempts
+	IS 'grelout attempt log, one row a logged delivery attempt (written by the relays, purged after grelout.keep_attempts)';
+-- A message's attempts, in order.
+CREATE INDEX attempts_message_idx ON grelout.attempts (message_id, attempt);
+-- The relays' purge, oldest first.
+CREATE INDEX attempts_started_idx ON grelout.attempts (started_at);
+
 ------------------------------------------------------------------------
 -- Sequences
 ------------------------------------------------------------------------
@@ -260,7 +288,8 @@ COMMENT ON SEQUENCE grelout.route_seq
 
 -- pg_dump keeps the handlers, their breakers, every message and delivery
 -- not yet delivered, and the routing order's value (restored messages keep
--- their order before new ones).
+-- their order before new ones); not the attempt log, a log of what
+-- happened in the dumped cluster.
 SELECT pg_catalog.pg_extension_config_dump('grelout.handlers', '');
 SELECT pg_catalog.pg_extension_config_dump('grelout.outbox',
 	'WHERE state <> ''delivered''');
@@ -868,7 +897,7 @@ COMMENT ON VIEW grelout.handler_status
 ------------------------------------------------------------------------
 
 REVOKE ALL ON TABLE grelout.outbox, grelout.handlers, grelout.fanout,
-	grelout.handler_health
+	grelout.handler_health, grelout.attempts
 	FROM PUBLIC;
 REVOKE ALL ON SEQUENCE grelout.route_seq FROM PUBLIC;
 REVOKE ALL ON TABLE grelout.status, grelout.handlers_masked, grelout.relays,

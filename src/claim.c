@@ -312,7 +312,7 @@ store_claim(StoreSchema schema, int limit, int lease_ms, int64 lease_token,
 	SPIPlanPtr	plan;
 	int			ret;
 
-	if (schema == STORE_SCHEMA_1_1)
+	if (schema >= STORE_SCHEMA_1_1)
 	{
 		plan = grelout_keep_plan(&claim_plan_11, claim_sql_11, 9, types,
 								 CURSOR_OPT_GENERIC_PLAN);

@@ -181,7 +181,7 @@ claim_budget_left(ClaimLimits *cl)
 	int		   *lims;
 	int			n = 0;
 
-	if (relay_schema != STORE_SCHEMA_1_1)
+	if (relay_schema < STORE_SCHEMA_1_1)
 		return;
 	lims = palloc(sizeof(int) * Max(list_length(limited), 1));
 	foreach(lc, limited)

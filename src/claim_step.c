@@ -169,7 +169,7 @@ publish_claim_dead(void)
 	ListCell   *lc;
 	bool		published = false;
 
-	if (relay_schema != STORE_SCHEMA_1_1)
+	if (relay_schema < STORE_SCHEMA_1_1)
 		return false;
 	foreach(lc, claim.claim_dead)
 	{
@@ -294,7 +294,7 @@ next_due(void)
 static void
 claim_limits(int limit, bool extra, ClaimLimits *cl)
 {
-	if (relay_schema == STORE_SCHEMA_1_1)
+	if (relay_schema >= STORE_SCHEMA_1_1)
 		claim_budget_make(limit, extra, cl);
 	else
 	{
@@ -322,7 +322,7 @@ take(int limit, bool extra, int64 lease, StepTaken *t, ClaimResult *r)
 
 	claim_limits(limit, extra, &cl);
 	if (relay_now() >= claim.claim_overdue_at &&
-		relay_schema == STORE_SCHEMA_1_1 && store_any_ordered_handler())
+		relay_schema >= STORE_SCHEMA_1_1 && store_any_ordered_handler())
 		first = claim_rows(budget_ordered_first(limit), lease, &cl,
 						   &fanout_dead, &r->keyed);
 	t->claimed = (int) first;

@@ -17,7 +17,7 @@
  *	   claims left over from before the server started are due again
  *	   (lease recovery, done by the first relay of the database), route
  *	   and claim;
- *	4. one batch of the retention purge, when it is due.
+ *	4. one batch of the retention purges, when it is due.
  *
  * The transaction pins what its statements rely on (relay.c pins the
  * session's settings; the cycle arms the statement timer itself) and is
@@ -64,6 +64,7 @@ static struct
 	bool		claim_wanted;	/* a wake-up came, or the last claim was full */
 	MonoTime	next_claim_at;	/* next due message, or the poll */
 	MonoTime	next_purge_at;	/* the purge's next batch */
+	bool		attempts_backlog;	/* the attempt log's last batch was full */
 	bool		looked;			/* a cycle has committed since the start */
 	MonoTime	retry_db_at;	/* after a failed cycle, not before then */
 	int			failed_cycles;	/* in a row */
@@ -205,7 +206,7 @@ route_and_claim(bool claim, uint64 *released, bool *keyed)
 	 * concurrency in all (budget_free_slots).
 	 */
 	free_slots = budget_free_slots(grelout_concurrency, jobs_running(),
-								   relay_schema == STORE_SCHEMA_1_1, &extra);
+								   relay_schema >= STORE_SCHEMA_1_1, &extra);
 	if (!claim || free_slots <= 0)
 		return;
 	if (!may_claim_after_restart(released))
@@ -223,16 +224,39 @@ route_and_claim(bool claim, uint64 *released, bool *keyed)
 	*keyed = r.keyed;
 }
 
-/* purge_step: one batch of the retention purge, when it is due. */
+/*
+ * purge_step: one batch of each retention purge that is on, when they are
+ * due: delivered messages (grelout.keep_delivered an interval), and (1.2)
+ * the attempt log's rows (grelout.keep_attempts not 0).  The attempt log's
+ * purge wakes no relay (cycle_purge_backlog): it rides on the cycles that
+ * run anyway, at the poll interval at the latest, unless its last batch
+ * was full.
+ */
 static void
 purge_step(void)
 {
-	uint64		n;
+	uint64		n = 0;
+	uint64		na = 0;
 
-	if (grelout_keep_mode != GRELOUT_KEEP_WINDOW || relay_now() < cycle.next_purge_at)
+	if (relay_now() < cycle.next_purge_at)
 		return;
-	n = store_purge_delivered(relay_schema, grelout_keep_window_ms, PURGE_BATCH);
-	cycle.next_purge_at = (n >= PURGE_BATCH) ? 0 : relay_ms_after(PURGE_IDLE_MS);
+	if (grelout_keep_mode == GRELOUT_KEEP_WINDOW)
+		n = store_purge_delivered(relay_schema, grelout_keep_window_ms, PURGE_BATCH);
+	if (grelout_keep_attempts > 0 && relay_schema >= STORE_SCHEMA_1_2)
+		na = store_purge_attempts((int64) grelout_keep_attempts * 1000, PURGE_BATCH);
+	cycle.attempts_backlog = (na >= PURGE_BATCH);
+	cycle.next_purge_at = (n >= PURGE_BATCH || na >= PURGE_BATCH) ? 0 :
+		relay_ms_after(PURGE_IDLE_MS);
+}
+
+/*
+ * cycle_purge_backlog: did the attempt log's purge leave rows to delete
+ * (its last batch was full)?  Only then does that purge make a cycle due.
+ */
+bool
+cycle_purge_backlog(void)
+{
+	return cycle.attempts_backlog;
 }
 
 /*
@@ -251,7 +275,7 @@ cycle_steps(bool claim, uint64 *released, bool *keyed)
 	}
 	store_lock_outbox();
 	jobs_write_settles();
-	if (relay_schema == STORE_SCHEMA_1_1)
+	if (relay_schema >= STORE_SCHEMA_1_1)
 		health_step();
 	route_and_claim(claim, released, keyed);
 	purge_step();
@@ -274,7 +298,7 @@ cycle_steps(bool claim, uint64 *released, bool *keyed)
 static bool
 must_flush_commit(bool keyed)
 {
-	if (!keyed || relay_schema != STORE_SCHEMA_1_1)
+	if (!keyed || relay_schema < STORE_SCHEMA_1_1)
 		return false;
 	return store_any_ordered_handler();
 }

@@ -14,6 +14,7 @@
 
 #include "edge.h"
 #include "hooks.h"
+#include "http.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -47,6 +48,8 @@ int			grelout_max_in_flight = 0;
 int			grelout_breaker_threshold = 5;
 int			grelout_breaker_cooldown = 30000;
 int			grelout_disable_after = 5 * 24 * 3600;
+char	   *grelout_traceparent = NULL;
+char	   *grelout_tracestate = NULL;
 static char *grelout_allowed_networks_string = NULL;
 static const EdgeCidrList no_networks = {0};
 const EdgeCidrList *grelout_allowed_networks = &no_networks;
@@ -54,6 +57,17 @@ const EdgeCidrList *grelout_allowed_networks = &no_networks;
 static char *grelout_keep_delivered = NULL;
 GreloutKeepMode grelout_keep_mode = GRELOUT_KEEP_OFF;
 int64		grelout_keep_window_ms = 0;
+
+int			grelout_log_attempts = GRELOUT_LOG_ATTEMPTS_FAILED;
+int			grelout_attempt_body_max = 4096;
+int			grelout_keep_attempts = 7 * 24 * 3600;
+
+static const struct config_enum_entry log_attempts_options[] = {
+	{"failed", GRELOUT_LOG_ATTEMPTS_FAILED, false},
+	{"all", GRELOUT_LOG_ATTEMPTS_ALL, false},
+	{"off", GRELOUT_LOG_ATTEMPTS_OFF, false},
+	{NULL, 0, false}
+};
 
 /* True in every process forked from a postmaster that preloaded us. */
 bool		grelout_loaded_at_preload = false;
@@ -209,7 +223,8 @@ check_database(char **newval, void **extra, GucSource source)
 }
 
 /*
- * Every grelout setting is shown to administrators only (SHOW,
+ * Every grelout setting but the caller's trace context (grelout.traceparent,
+ * grelout.tracestate) is shown to administrators only (SHOW,
  * current_setting, pg_settings): superusers and members of
  * pg_read_all_settings, as for PostgreSQL's own superuser-only settings.
  * A publisher has no use for them, and they say where the relays connect
@@ -323,6 +338,34 @@ define_settings(void)
 							"How long a breaker may stay open before its handler is disabled; 0 means never.",
 							NULL, &grelout_disable_after, 5 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomEnumVariable("grelout.log_attempts",
+							 "Which delivery attempts the relays write into grelout.attempts: failed, all or off.",
+							 NULL, &grelout_log_attempts, GRELOUT_LOG_ATTEMPTS_FAILED,
+							 log_attempts_options,
+							 PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.attempt_body_max",
+							"Most bytes of a response body kept in grelout.attempts; 0 keeps none.",
+							NULL, &grelout_attempt_body_max, 4096, 0, HTTP_BODY_READ_MAX,
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_BYTE, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.keep_attempts",
+							"How long the relays keep the rows of grelout.attempts before purging them; 0 means for good.",
+							NULL, &grelout_keep_attempts, 7 * 24 * 3600, 0, INT_MAX,
+							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_S, NULL, NULL, NULL);
+
+	/*
+	 * The caller's trace context, for outbox_publish to record: any role
+	 * sets it (SET LOCAL in a transaction) and sees its own value, so these
+	 * two are not ADMIN_ONLY; they say nothing of the server.  Any value is
+	 * taken: a malformed one is ignored at publish, never refused.
+	 */
+	DefineCustomStringVariable("grelout.traceparent",
+							   "W3C traceparent of the caller, recorded with the messages it publishes.",
+							   NULL, &grelout_traceparent, "",
+							   PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("grelout.tracestate",
+							   "W3C tracestate going with grelout.traceparent.",
+							   NULL, &grelout_tracestate, "",
+							   PGC_USERSET, 0, NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("grelout");
 }

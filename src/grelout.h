@@ -47,6 +47,8 @@ extern double grelout_retry_jitter;
 extern bool grelout_dead_letter;
 extern int	grelout_max_payload_size;	/* bytes */
 extern char *grelout_ca_file;
+extern char *grelout_traceparent;	/* the session's trace context (publish.c) */
+extern char *grelout_tracestate;
 extern bool grelout_block_private_networks;
 extern int	grelout_max_in_flight;	/* per handler, over all relays; 0: none */
 extern int	grelout_breaker_threshold;
@@ -64,6 +66,17 @@ typedef enum GreloutKeepMode
 } GreloutKeepMode;
 extern GreloutKeepMode grelout_keep_mode;
 extern int64 grelout_keep_window_ms;
+
+/* grelout.log_attempts: which attempts go into grelout.attempts (1.2) */
+typedef enum GreloutLogAttempts
+{
+	GRELOUT_LOG_ATTEMPTS_FAILED,	/* retried, dead and held attempts */
+	GRELOUT_LOG_ATTEMPTS_ALL,	/* every attempt */
+	GRELOUT_LOG_ATTEMPTS_OFF	/* none */
+} GreloutLogAttempts;
+extern int	grelout_log_attempts;	/* a GreloutLogAttempts */
+extern int	grelout_attempt_body_max;	/* bytes of a response body logged */
+extern int	grelout_keep_attempts;	/* s; 0: never purged */
 
 extern bool grelout_loaded_at_preload;
 

@@ -10,8 +10,9 @@
  *	  from the handler's token URL, cached until shortly before it expires
  *	  (oauth.c's rule), sent as "Authorization: Bearer".  A request that
  *	  finds no valid token waits for one: the first starts a token request
- *	  through the same engine (its SSRF rules, TLS verification and the
- *	  request's timeout; never blocking another handler), and the others
+ *	  through the same engine (its SSRF rules, TLS verified with
+ *	  grelout.ca_file, not the handler's tls_ca, which is its endpoint's;
+ *	  the request's timeout; never blocking another handler), and the others
  *	  wait for that one.  A token request that fails fails each waiting
  *	  request as a transport failure of the handler (retried, counted by
  *	  its breaker).  An answer 401 to a request with a token drops the
@@ -25,9 +26,11 @@
  * and a change reaches the requests claimed after it commits, as the rest
  * of the handler's row does.  A change of its oauth drops its token.  A
  * request takes its handler's certificate and CA as it is sent (after any
- * wait for a token), from the copy of that moment.  Keys, client secrets and tokens are kept in the
- * relay's memory only, wiped when replaced, never written to a table, a
- * log or an error.  libcurl copies the PEM a request uses as it starts.
+ * wait for a token), from the copy of that moment.
+ *
+ * Keys, client secrets and tokens are kept in the relay's memory only,
+ * wiped when replaced, never written to a table, a log or an error.
+ * libcurl copies the PEM a request uses as it starts.
  *
  *-------------------------------------------------------------------------
  */
@@ -300,9 +303,16 @@ fetch_free(TokenFetch *f)
 static bool
 start_fetch(HandlerAuth *a, long timeout_ms, char *why, size_t whylen)
 {
-	TokenFetch *f = MemoryContextAllocZero(auth_cxt, sizeof(TokenFetch));
+	TokenFetch *f;
 	size_t		n;
 
+	/* the trigger refuses such a row; a relay never trusts that alone */
+	if (a->token_url == NULL || a->client_id == NULL || a->client_secret == NULL)
+	{
+		snprintf(why, whylen, "OAuth token request not sent: the handler's oauth lacks token_url, client_id or client_secret");
+		return false;
+	}
+	f = MemoryContextAllocZero(auth_cxt, sizeof(TokenFetch));
 	strlcpy(f->name, a->name, sizeof(f->name));
 	f->version = a->version;
 	f->url = MemoryContextStrdup(auth_cxt, a->token_url);

@@ -21,6 +21,7 @@
 #include "datatype/timestamp.h"
 #include "latency.h"
 #include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "outcome.h"
 #include "utils/builtins.h"
@@ -129,8 +130,75 @@ count_attempt(const WebhookJob *job, SettleState state)
 }
 
 /*
+ * attempt_logged: does an attempt settled so go into grelout.attempts (a
+ * 1.2 schema), as grelout.log_attempts says?  A released claim was no
+ * finished attempt; a held one failed.
+ */
+static bool
+attempt_logged(SettleState state)
+{
+	if (relay_schema < STORE_SCHEMA_1_2 || state == SETTLE_RELEASE)
+		return false;
+	if (grelout_log_attempts == GRELOUT_LOG_ATTEMPTS_ALL)
+		return true;
+	return grelout_log_attempts == GRELOUT_LOG_ATTEMPTS_FAILED &&
+		state != SETTLE_DELIVERED;
+}
+
+/*
+ * keep_body: give a job's request room for what grelout.attempts keeps of
+ * its answer's body (grelout.attempt_body_max bytes), when attempts are
+ * logged.  Allocated before the request starts: no palloc in libcurl's
+ * callbacks.
+ */
+static void
+keep_body(WebhookJob *job)
+{
+	if (relay_schema < STORE_SCHEMA_1_2 ||
+		grelout_log_attempts == GRELOUT_LOG_ATTEMPTS_OFF ||
+		grelout_attempt_body_max <= 0 || job->req.body_keep != NULL)
+		return;
+	job->req.body_keep_size = (size_t) grelout_attempt_body_max + 1;
+	job->req.body_keep = MemoryContextAlloc(job->cxt, job->req.body_keep_size);
+	job->req.body_keep[0] = '\0';
+}
+
+/*
+ * attempt_row: what grelout.attempts keeps of a finished attempt besides
+ * its outcome: when it started, and of an answer the body's first bytes
+ * as text the database takes and the Content-Type.  In settle_cxt.
+ */
+static void
+attempt_row(SettleItem *it, const WebhookJob *job)
+{
+	const HttpRequest *r = &job->req;
+
+	it->started_at = GetCurrentTimestamp() -
+		(TimestampTz) Max(it->duration_ms, 0) * 1000;
+	it->response_body = NULL;
+	it->content_type = NULL;
+	if (!responded(r))
+		return;
+	if (r->body_keep != NULL)
+	{
+		size_t		cap = Min(r->body_keep_len, (size_t) grelout_attempt_body_max) + 1;
+
+		it->response_body = palloc(cap);
+		outcome_sanitize_text(r->body_keep, r->body_keep_len, it->response_body,
+							  cap, GetDatabaseEncoding() == PG_UTF8);
+	}
+	if (r->content_type[0] != '\0')
+	{
+		it->content_type = palloc(HTTP_CONTENT_TYPE_MAX);
+		outcome_sanitize(r->content_type, strlen(r->content_type),
+						 it->content_type, HTTP_CONTENT_TYPE_MAX);
+	}
+}
+
+/*
  * queue_settle: queue the outcome of a job's attempt for the next database
- * cycle, with the attempt's HTTP status and duration.
+ * cycle, with the attempt's HTTP status and duration, and its row of
+ * grelout.attempts when it is logged.
  */
 static void
 queue_settle(const WebhookJob *job, SettleState state, int64 delay_ms,
@@ -160,6 +228,9 @@ queue_settle(const WebhookJob *job, SettleState state, int64 delay_ms,
 	it->duration_ms = -1;
 	if (job->started_us > 0)
 		it->duration_ms = (int) Min((relay_now() - job->started_us) / 1000, PG_INT32_MAX);
+	it->log_attempt = attempt_logged(state);
+	if (it->log_attempt)
+		attempt_row(it, job);
 	MemoryContextSwitchTo(old);
 
 	count_attempt(job, state);
@@ -470,7 +541,7 @@ judge_health(WebhookJob *job, const char *error)
 	bool		hold;
 	int64		pause_ms;
 
-	if (lh == NULL || lh->entry == NULL || relay_schema != STORE_SCHEMA_1_1)
+	if (lh == NULL || lh->entry == NULL || relay_schema < STORE_SCHEMA_1_1)
 		return false;
 	kind = health_kind(&job->req, &pause_ms);
 	t = health_outcome(lh->entry, kind, job->probe, pause_ms, error,
@@ -556,7 +627,7 @@ jobs_queue(HeapTuple tup, TupleDesc desc, int64 lease)
 {
 	WebhookJob *job = webhook_build(jobs.jobs_cxt, tup, desc, lease);
 
-	if (job->handler != NULL && relay_schema == STORE_SCHEMA_1_1)
+	if (job->handler != NULL && relay_schema >= STORE_SCHEMA_1_1)
 	{
 		job->local = local_handler(job->handler);
 		job->local->budget.claimed++;
@@ -601,6 +672,7 @@ jobs_start_claimed(void)
 		jobs.to_start = job->next;
 		job->next = NULL;
 		job->started_us = relay_now();
+		keep_body(job);
 		local_handler_started(job);
 		dlist_push_tail(&jobs.in_flight, &job->in_flight);
 		if (handler_auth_apply(job))

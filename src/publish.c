@@ -24,6 +24,13 @@
  * publishing role, and raises its privileges to the owner of grelout.outbox
  * only around its own statements.
  *
+ * A message carries its publisher's W3C trace context as its traceparent
+ * and tracestate headers (message_headers): from the message's own headers,
+ * else the settings grelout.traceparent and grelout.tracestate, else a
+ * sqlcommenter comment of the statement the client sent.  Malformed
+ * values are dropped, never refused; webhook.c sends each attempt with a
+ * span id of its own.
+ *
  * Every SQL-callable function here that runs a statement pins search_path
  * (grelout_pin_search_path) for its whole call, so that the caller's path
  * never decides which operator or function a statement runs.
@@ -45,10 +52,13 @@
 #include "nodes/parsenodes.h"
 #include "outcome.h"
 #include "topic_pattern.h"
+#include "tracectx.h"
 #include "hooks.h"
 #include "store.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -377,6 +387,216 @@ check_dedup_key(text *dedup)
 }
 
 /*
+ * The sqlcommenter trace context of the statement last read
+ * (statement_context), so that a capture trigger fired for every row of
+ * one long statement reads its text once.  The statement is known by its
+ * text's address and its start time (statement_timestamp(), set for each
+ * query, parse, bind and execute message): not by its text, which would
+ * be read again for every row.
+ */
+static const char *sql_seen = NULL;
+static TimestampTz sql_seen_at = 0;
+static bool sql_found = false;
+static TraceContext sql_context;
+
+/* Which trace context header a message header name is, in any letter case. */
+typedef enum TraceHeader
+{
+	TRACE_NONE,
+	TRACE_PARENT,
+	TRACE_STATE
+} TraceHeader;
+
+/* trace_header: is name (len bytes) traceparent, tracestate or neither? */
+static TraceHeader
+trace_header(const char *name, int len)
+{
+	if (len == 11 && pg_strncasecmp(name, "traceparent", 11) == 0)
+		return TRACE_PARENT;
+	if (len == 10 && pg_strncasecmp(name, "tracestate", 10) == 0)
+		return TRACE_STATE;
+	return TRACE_NONE;
+}
+
+/*
+ * headers_context: the trace context of a message's headers object, when
+ * it has one traceparent member (in any letter case) with a valid value;
+ * its tracestate (one member, a valid value) goes with it.  *present says
+ * whether any member of either name is there, valid or not.
+ */
+static bool
+headers_context(Jsonb *headers, TraceContext *ctx, bool *present)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	TraceHeader current = TRACE_NONE;
+	JsonbValue	tp = {0};
+	JsonbValue	ts = {0};
+	int			ntp = 0;
+	int			nts = 0;
+
+	*present = false;
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		if (tok == WJB_KEY)
+			current = trace_header(v.val.string.val, v.val.string.len);
+		else if (tok == WJB_VALUE && current == TRACE_PARENT)
+			tp = v, ntp++;
+		else if (tok == WJB_VALUE && current == TRACE_STATE)
+			ts = v, nts++;
+	}
+	*present = ntp > 0 || nts > 0;
+	if (ntp != 1 || tp.type != jbvString)
+		return false;
+	return tracectx_set(ctx, tp.val.string.val, tp.val.string.len,
+						(nts == 1 && ts.type == jbvString) ? ts.val.string.val : NULL,
+						(nts == 1 && ts.type == jbvString) ? ts.val.string.len : 0);
+}
+
+/* setting_context: the trace context of grelout.traceparent and .tracestate. */
+static bool
+setting_context(TraceContext *ctx)
+{
+	const char *tp = grelout_traceparent;
+	const char *ts = grelout_tracestate;
+
+	if (tp == NULL || tp[0] == '\0')
+		return false;
+	return tracectx_set(ctx, tp, strlen(tp), ts, ts ? strlen(ts) : 0);
+}
+
+/*
+ * statement_context: the trace context of a sqlcommenter comment in the
+ * statement the client sent (debug_query_string: the top-level statement,
+ * also when a trigger or a function publishes), read once a statement.
+ */
+static bool
+statement_context(TraceContext *ctx)
+{
+	const char *sql = debug_query_string;
+	TimestampTz at = GetCurrentStatementStartTimestamp();
+
+	if (sql == NULL)
+		return false;
+	if (sql != sql_seen || at != sql_seen_at)
+	{
+		sql_found = tracectx_from_sql(sql, strlen(sql), &sql_context);
+		sql_seen = sql;
+		sql_seen_at = at;
+	}
+	if (sql_found)
+		*ctx = sql_context;
+	return sql_found;
+}
+
+/* push_string: one key and string value into a jsonb being built. */
+static void
+push_string(JsonbParseState **state, const char *key, const char *value)
+{
+	JsonbValue	v;
+
+	v.type = jbvString;
+	v.val.string.val = (char *) key;
+	v.val.string.len = strlen(key);
+	pushJsonbValue(state, WJB_KEY, &v);
+	v.val.string.val = (char *) value;
+	v.val.string.len = strlen(value);
+	pushJsonbValue(state, WJB_VALUE, &v);
+}
+
+/*
+ * headers_with_context: a copy of a headers object (NULL: none) without
+ * its traceparent and tracestate members, in any letter case, and with
+ * ctx's (lower-case names; no tracestate if it has none) if ctx is given.
+ */
+static Jsonb *
+headers_with_context(Jsonb *headers, const TraceContext *ctx)
+{
+	JsonbParseState *state = NULL;
+	JsonbValue	v;
+
+	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	if (headers != NULL)
+	{
+		JsonbIterator *it = JsonbIteratorInit(&headers->root);
+		JsonbIteratorToken tok;
+		bool		skip = false;
+
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			if (tok == WJB_KEY)
+			{
+				skip = trace_header(v.val.string.val, v.val.string.len) != TRACE_NONE;
+				if (!skip)
+					pushJsonbValue(&state, WJB_KEY, &v);
+			}
+			else if (tok == WJB_VALUE && !skip)
+				pushJsonbValue(&state, WJB_VALUE, &v);
+		}
+	}
+	if (ctx != NULL)
+	{
+		push_string(&state, "traceparent", ctx->traceparent);
+		if (ctx->tracestate[0] != '\0')
+			push_string(&state, "tracestate", ctx->tracestate);
+	}
+	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+}
+
+/*
+ * trace_context: the publisher's trace context, from the first of: the
+ * message's headers object (NULL: none), the settings grelout.traceparent
+ * (and grelout.tracestate), a sqlcommenter comment of the client's
+ * statement.  A malformed value is passed over for the next source; a
+ * tracestate goes only with the traceparent of its source.  *present says
+ * whether the headers have a traceparent or tracestate member at all.
+ */
+static bool
+trace_context(Jsonb *headers, TraceContext *ctx, bool *present)
+{
+	*present = false;
+	if (headers != NULL && headers_context(headers, ctx, present))
+		return true;
+	return setting_context(ctx) || statement_context(ctx);
+}
+
+/*
+ * message_headers: the headers outbox_publish stores for the given ones
+ * (NULL: none): their traceparent and tracestate members, in any letter
+ * case, taken out and never refused; the rest checked
+ * (grelout_check_headers, message rules under 1.1 and later); then the
+ * trace context (trace_context), if any, added as "traceparent" and
+ * "tracestate".  Headers that are not an object are only checked (which
+ * refuses them).
+ */
+static Jsonb *
+message_headers(Jsonb *given, bool v11)
+{
+	TraceContext ctx;
+	bool		present = false;
+	bool		found;
+	Jsonb	   *rest = given;
+
+	if (given != NULL &&
+		(!JB_ROOT_IS_OBJECT(given) || JB_ROOT_IS_SCALAR(given)))
+	{
+		grelout_check_headers(given, "message headers", v11);
+		return given;
+	}
+	found = trace_context(given, &ctx, &present);
+	if (present)
+		rest = headers_with_context(given, NULL);
+	if (rest != NULL)
+		grelout_check_headers(rest, "message headers", v11);
+	if (found)
+		return headers_with_context(rest, &ctx);
+	return rest != NULL ? rest :
+		DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
+}
+
+/*
  * due_after: when a message published at now with this delay is due:
  * now + delay, computed once with the calendar arithmetic of timestamptz +
  * interval (so '1 mon' is a month, as in 1.0) and stored as that time, so
@@ -457,14 +677,8 @@ publish(FunctionCallInfo fcinfo, bool v11)
 		nulls[5] = ' ';
 	}
 
-	/* headers */
-	if (PG_ARGISNULL(3))
-		headers = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")));
-	else
-	{
-		headers = PG_GETARG_JSONB_P(3);
-		grelout_check_headers(headers, "message headers", v11);
-	}
+	/* headers, with the trace context, which is never refused */
+	headers = message_headers(PG_ARGISNULL(3) ? NULL : PG_GETARG_JSONB_P(3), v11);
 
 	/* delay */
 	if (!PG_ARGISNULL(4))
@@ -499,12 +713,14 @@ publish(FunctionCallInfo fcinfo, bool v11)
  * for the capture triggers of capture.c, with publisher as published_by
  * (the captured table's owner, whichever role wrote the row: capture.c,
  * build_entry).  The topic is the caller's to check; key may be NULL.
- * search_path is pinned for the checks and the insert.
+ * Its headers are the trace context of the writing statement, if any
+ * (trace_context).  search_path is pinned for the checks and the insert.
  */
 void
 grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
 {
 	static Jsonb *no_headers = NULL;
+	Jsonb	   *headers;
 	pg_uuid_t	id;
 	Datum		values[PUBLISH_NARGS];
 	char		nulls[PUBLISH_NARGS] = {' ', ' ', 'n', ' ', ' ', 'n', ' ', ' '};
@@ -525,11 +741,19 @@ grelout_publish_change(text *topic, Jsonb *payload, text *key, Oid publisher)
 		MemoryContextSwitchTo(old);
 	}
 
+	{
+		TraceContext ctx;
+		bool		present;
+
+		headers = trace_context(NULL, &ctx, &present) ?
+			headers_with_context(NULL, &ctx) : NULL;
+	}
+
 	grelout_uuid7(&id);
 	values[0] = UUIDPGetDatum(&id);
 	values[1] = PointerGetDatum(topic);
 	values[3] = JsonbPGetDatum(payload);
-	values[4] = JsonbPGetDatum(no_headers);
+	values[4] = JsonbPGetDatum(headers ? headers : no_headers);
 	values[6] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	values[7] = ObjectIdGetDatum(publisher);
 	stage_as_publisher(values, nulls, &id);

@@ -188,16 +188,21 @@ may_claim(void)
 {
 	/* 1.1: a handler with nothing in flight may get a slot beyond them */
 	int			limit = budget_most_running(grelout_concurrency,
-											relay_schema == STORE_SCHEMA_1_1);
+											relay_schema >= STORE_SCHEMA_1_1);
 
 	return !life.stopping && grelout_relay_enabled && jobs_running() < limit;
 }
 
-/* purge_wanted: is the retention purge on, and the relay not stopping? */
+/*
+ * purge_wanted: should the retention purge make cycles due: is the purge
+ * of delivered messages on, or has the attempt log's purge a backlog (see
+ * purge_step), and the relay not stopping?
+ */
 static bool
 purge_wanted(void)
 {
-	return grelout_keep_mode == GRELOUT_KEEP_WINDOW && !life.stopping;
+	return (grelout_keep_mode == GRELOUT_KEEP_WINDOW || cycle_purge_backlog()) &&
+		!life.stopping;
 }
 
 /*

@@ -94,6 +94,7 @@ extern void cycle_init(void);
 extern bool cycle_run(bool claim);
 extern bool cycle_due(bool may_claim, bool purge);
 extern long cycle_timeout(long timeout, bool may_claim, bool purge);
+extern bool cycle_purge_backlog(void);
 extern void cycle_want_claim(void);
 extern void cycle_wake(void);
 extern bool cycle_extension_ready(void);

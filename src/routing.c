@@ -566,7 +566,7 @@ store_route(StoreSchema schema, int limit, int claim_limit, int claim_max,
 
 	*nrows = *nrouted = 0;
 	*cut = *blocked = false;
-	if (schema != STORE_SCHEMA_1_1)
+	if (schema < STORE_SCHEMA_1_1)
 		return NULL;
 	if (!DatumGetBool(DirectFunctionCall2(pg_try_advisory_xact_lock_shared_int4,
 										  Int32GetDatum(ROUTING_LOCK_KEY1),

@@ -6,7 +6,8 @@
  *	  messages whose deliveries are all finished (for the relay, and for the
  *	  handler triggers of the 1.2 schema through grelout._finalize_fanout),
  *	  the lease recovery at start, the next due time, and the retention
- *	  purge of delivered messages.
+ *	  purges of delivered messages and (1.2) of the attempt log, whose
+ *	  rows the settle writes.
  *
  * Each statement is planned once per backend and kept; each has a 1.0
  * form (every delivery inline in its outbox row) and a 1.1 one (inline
@@ -220,6 +221,44 @@ static const char *release_sql_11 =
 " WHERE state = 'processing' AND available_at > now() RETURNING 1)"
 " SELECT (SELECT count(*) FROM f) + (SELECT count(*) FROM o)";
 
+/*
+ * 1.2: the rows of grelout.attempts of a batch, written in the settle's
+ * transaction and before its statements, for the attempts whose delivery
+ * still carries their lease (locked here, so that the settle that follows
+ * finds it so): an attempt whose settle changes nothing leaves no row.
+ */
+static const char *attempts_sql_12 =
+"WITH a AS MATERIALIZED ("
+" SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::bool[],"
+"  $5::int4[], $6::timestamptz[], $7::int4[], $8::int4[], $9::text[],"
+"  $10::text[], $11::text[])"
+"  AS a(id, handler, lease, fanout, attempt, started_at, duration_ms, status,"
+"  error, response_body, content_type)),"
+" o AS ("
+" SELECT o.id FROM grelout.outbox o JOIN a ON NOT a.fanout"
+"  AND o.id = a.id AND o.lease = a.lease"
+" FOR UPDATE OF o),"
+" f AS ("
+" SELECT f.message_id, f.handler FROM grelout.fanout f JOIN a ON a.fanout"
+"  AND f.message_id = a.id AND f.handler = a.handler AND f.lease = a.lease"
+" FOR UPDATE OF f)"
+" INSERT INTO grelout.attempts (message_id, handler, attempt, started_at,"
+"  duration_ms, status, error, response_body, content_type)"
+" SELECT a.id, a.handler, a.attempt, a.started_at, a.duration_ms, a.status,"
+"  a.error, a.response_body, a.content_type"
+" FROM a"
+" WHERE (NOT a.fanout AND a.id IN (SELECT o.id FROM o))"
+"  OR (a.fanout AND (a.id, a.handler) IN (SELECT f.message_id, f.handler FROM f))";
+
+/* 1.2: a small batch of the attempts' rows past grelout.keep_attempts. */
+static const char *purge_attempts_sql_12 =
+"DELETE FROM grelout.attempts WHERE ctid = ANY (ARRAY("
+" SELECT ctid FROM grelout.attempts"
+" WHERE started_at < now() - $1 * interval '1 millisecond'"
+" LIMIT $2))";
+
+static SPIPlanPtr attempts_plan_12 = NULL;
+static SPIPlanPtr purge_attempts_plan_12 = NULL;
 static SPIPlanPtr delete_plan = NULL;
 static SPIPlanPtr update_plan = NULL;
 static SPIPlanPtr next_due_plan = NULL;
@@ -314,7 +353,7 @@ settle_update(StoreSchema schema, SettleBatch *b)
 	SPIPlanPtr	plan;
 	int			ret;
 
-	if (schema == STORE_SCHEMA_1_1)
+	if (schema >= STORE_SCHEMA_1_1)
 		plan = grelout_keep_plan(&update_plan_11, update_sql_11, 7, types, 0);
 	else
 		plan = grelout_keep_plan(&update_plan, update_sql, 5, types, 0);
@@ -454,8 +493,100 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 }
 
 /*
+ * settle_attempts: the rows of grelout.attempts of the logged outcomes
+ * among items (1.2), in one statement; nothing runs when none is logged.
+ */
+static void
+settle_attempts(SettleItem *items, int n)
+{
+	Oid			types[11] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
+		BOOLARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID,
+	INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[11];
+	Datum	   *ids = NULL,
+			   *handlers,
+			   *leases,
+			   *fanouts,
+			   *attempts,
+			   *started,
+			   *durations,
+			   *statuses,
+			   *errors,
+			   *bodies,
+			   *ctypes;
+	bool	   *duration_nulls,
+			   *status_nulls,
+			   *error_nulls,
+			   *body_nulls,
+			   *ctype_nulls;
+	int			m = 0;
+	int			ret;
+
+	for (int i = 0; i < n; i++)
+	{
+		SettleItem *it = &items[i];
+
+		if (!it->log_attempt)
+			continue;
+		if (ids == NULL)
+		{
+			ids = palloc(sizeof(Datum) * n);
+			handlers = palloc(sizeof(Datum) * n);
+			leases = palloc(sizeof(Datum) * n);
+			fanouts = palloc(sizeof(Datum) * n);
+			attempts = palloc(sizeof(Datum) * n);
+			started = palloc(sizeof(Datum) * n);
+			durations = palloc(sizeof(Datum) * n);
+			statuses = palloc(sizeof(Datum) * n);
+			errors = palloc(sizeof(Datum) * n);
+			bodies = palloc(sizeof(Datum) * n);
+			ctypes = palloc(sizeof(Datum) * n);
+			duration_nulls = palloc(sizeof(bool) * n);
+			status_nulls = palloc(sizeof(bool) * n);
+			error_nulls = palloc(sizeof(bool) * n);
+			body_nulls = palloc(sizeof(bool) * n);
+			ctype_nulls = palloc(sizeof(bool) * n);
+		}
+		ids[m] = UUIDPGetDatum(&it->id);
+		handlers[m] = CStringGetTextDatum(it->handler ? it->handler : "");
+		leases[m] = Int64GetDatum(it->lease);
+		fanouts[m] = BoolGetDatum(it->fanout);
+		attempts[m] = Int32GetDatum(it->attempts);
+		started[m] = TimestampTzGetDatum(it->started_at);
+		duration_nulls[m] = (it->duration_ms < 0);
+		durations[m] = Int32GetDatum(it->duration_ms);
+		status_nulls[m] = (it->status <= 0);
+		statuses[m] = Int32GetDatum(it->status);
+		error_nulls[m] = (it->error == NULL);
+		errors[m] = it->error ? CStringGetTextDatum(it->error) : (Datum) 0;
+		body_nulls[m] = (it->response_body == NULL);
+		bodies[m] = it->response_body ? CStringGetTextDatum(it->response_body) : (Datum) 0;
+		ctype_nulls[m] = (it->content_type == NULL);
+		ctypes[m] = it->content_type ? CStringGetTextDatum(it->content_type) : (Datum) 0;
+		m++;
+	}
+	if (m == 0)
+		return;
+	grelout_keep_plan(&attempts_plan_12, attempts_sql_12, 11, types, 0);
+	values[0] = store_array(ids, NULL, m, UUIDOID);
+	values[1] = store_array(handlers, NULL, m, TEXTOID);
+	values[2] = store_array(leases, NULL, m, INT8OID);
+	values[3] = store_array(fanouts, NULL, m, BOOLOID);
+	values[4] = store_array(attempts, NULL, m, INT4OID);
+	values[5] = store_array(started, NULL, m, TIMESTAMPTZOID);
+	values[6] = store_array(durations, duration_nulls, m, INT4OID);
+	values[7] = store_array(statuses, status_nulls, m, INT4OID);
+	values[8] = store_array(errors, error_nulls, m, TEXTOID);
+	values[9] = store_array(bodies, body_nulls, m, TEXTOID);
+	values[10] = store_array(ctypes, ctype_nulls, m, TEXTOID);
+	ret = SPI_execute_plan(attempts_plan_12, values, NULL, false, 0);
+	if (ret != SPI_OK_INSERT)
+		elog(ERROR, "could not log delivery attempts: %s", SPI_result_code_string(ret));
+}
+
+/*
  * store_settle: record the outcomes of n finished attempts, in a few
- * batched statements.  An item whose row no longer carries its lease (the
+ * batched statements (1.2: the logged attempts' rows first).  An item whose row no longer carries its lease (the
  * lease lapsed and another relay claimed it, or it was redriven) changes
  * nothing.
  */
@@ -466,6 +597,8 @@ store_settle(StoreSchema schema, SettleItem *items, int n, bool keep_delivered)
 	SettleBatch up;
 	SettleBatch fan;
 
+	if (schema >= STORE_SCHEMA_1_2)
+		settle_attempts(items, n);
 	batch_init(&del, n);
 	batch_init(&up, n);
 	batch_init(&fan, n);
@@ -476,7 +609,7 @@ store_settle(StoreSchema schema, SettleItem *items, int n, bool keep_delivered)
 		if (it->fanout)
 		{
 			/* fan-out rows exist only under 1.1; a 1.0 schema has none */
-			if (schema == STORE_SCHEMA_1_1)
+			if (schema >= STORE_SCHEMA_1_1)
 				batch_add(&fan, it);
 		}
 		else if (it->state == SETTLE_DELIVERED && !keep_delivered)
@@ -502,7 +635,7 @@ store_release_stale_leases(StoreSchema schema)
 	int			ret;
 	bool		isnull;
 
-	if (schema != STORE_SCHEMA_1_1)
+	if (schema < STORE_SCHEMA_1_1)
 	{
 		ret = SPI_execute(release_sql, false, 0);
 		if (ret != SPI_OK_UPDATE)
@@ -528,7 +661,7 @@ store_next_due_ms(StoreSchema schema)
 	Datum		d;
 	SPIPlanPtr	plan;
 
-	if (schema == STORE_SCHEMA_1_1)
+	if (schema >= STORE_SCHEMA_1_1)
 		plan = grelout_keep_plan(&next_due_plan_11, next_due_sql_11, 0, NULL, 0);
 	else
 		plan = grelout_keep_plan(&next_due_plan, next_due_sql, 0, NULL, 0);
@@ -561,7 +694,7 @@ store_purge_delivered(StoreSchema schema, int64 window_ms, int limit)
 
 	values[0] = Float8GetDatum((double) window_ms);
 	values[1] = Int32GetDatum(limit);
-	if (schema != STORE_SCHEMA_1_1)
+	if (schema < STORE_SCHEMA_1_1)
 	{
 		grelout_keep_plan(&purge_plan, purge_sql, 2, types, 0);
 		ret = SPI_execute_plan(purge_plan, values, NULL, false, 0);
@@ -575,4 +708,24 @@ store_purge_delivered(StoreSchema schema, int64 window_ms, int limit)
 		elog(ERROR, "retention purge failed: %s", SPI_result_code_string(ret));
 	return (uint64) DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * store_purge_attempts: delete up to limit rows of grelout.attempts (1.2)
+ * of attempts started more than window_ms ago; returns how many.
+ */
+uint64
+store_purge_attempts(int64 window_ms, int limit)
+{
+	Oid			types[2] = {FLOAT8OID, INT4OID};
+	Datum		values[2];
+	int			ret;
+
+	values[0] = Float8GetDatum((double) window_ms);
+	values[1] = Int32GetDatum(limit);
+	grelout_keep_plan(&purge_attempts_plan_12, purge_attempts_sql_12, 2, types, 0);
+	ret = SPI_execute_plan(purge_attempts_plan_12, values, NULL, false, 0);
+	if (ret != SPI_OK_DELETE)
+		elog(ERROR, "attempt log purge failed: %s", SPI_result_code_string(ret));
+	return SPI_processed;
 }

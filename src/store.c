@@ -57,9 +57,11 @@ store_schema(void)
 		Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
 									 RelationGetDescr(rel), &isnull);
 
-		result = STORE_SCHEMA_1_1;
+		result = STORE_SCHEMA_1_2;
 		if (!isnull && strcmp(TextDatumGetCString(d), "1.0") == 0)
 			result = STORE_SCHEMA_1_0;
+		else if (!isnull && strcmp(TextDatumGetCString(d), "1.1") == 0)
+			result = STORE_SCHEMA_1_1;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

@@ -18,6 +18,7 @@
 #include "constants.h"
 #include "spi_helpers.h"
 
+#include "datatype/timestamp.h"
 #include "executor/spi.h"
 #include "nodes/pg_list.h"
 
@@ -28,8 +29,14 @@ typedef enum StoreSchema
 {
 	STORE_SCHEMA_NONE,			/* not installed */
 	STORE_SCHEMA_1_0,			/* 1.0: a handler per topic, inline rows only */
-	STORE_SCHEMA_1_1			/* 1.1: routing, inline and fan-out deliveries */
+	STORE_SCHEMA_1_1,			/* 1.1: routing, inline and fan-out deliveries */
+	STORE_SCHEMA_1_2			/* 1.2: as 1.1, and grelout.attempts */
 } StoreSchema;
+
+/*
+ * The schemas are ordered: a later one has every table of an earlier one,
+ * so a statement of 1.1 runs wherever schema >= STORE_SCHEMA_1_1.
+ */
 
 /* What a relay decided about one message. */
 typedef enum SettleState
@@ -73,7 +80,12 @@ typedef struct SettleItem
 	int			status;			/* HTTP status of the attempt, 0: none */
 	int			duration_ms;	/* the attempt's duration, -1: unknown */
 	char	   *topic;			/* SETTLE_DEAD: for grelout.delivery.dead */
-	int			attempts;		/* SETTLE_DEAD: the attempt it died on */
+	int			attempts;		/* the attempt's number */
+	/* the attempt's row in grelout.attempts (1.2), when log_attempt */
+	bool		log_attempt;
+	TimestampTz started_at;
+	char	   *response_body;	/* sanitized text, or NULL */
+	char	   *content_type;	/* sanitized, or NULL */
 } SettleItem;
 
 /* store.c */
@@ -101,6 +113,7 @@ extern void store_finalize_fanout(List *ids, bool keep_delivered);
 extern uint64 store_release_stale_leases(StoreSchema schema);
 extern int64 store_next_due_ms(StoreSchema schema);
 extern uint64 store_purge_delivered(StoreSchema schema, int64 window_ms, int limit);
+extern uint64 store_purge_attempts(int64 window_ms, int limit);
 
 /* handler_health.c (the rest of it: health.h) */
 extern void store_load_health(Oid dboid);

@@ -7,6 +7,8 @@
  *	  (content-type, user-agent, webhook-id, webhook-timestamp, the
  *	  Standard Webhooks signature, grelout-topic, grelout-handler (1.1),
  *	  grelout-attempt, grelout-key), then the handler's static headers, then the message's.
+ *	  A message's traceparent is sent with a span id of the attempt's own
+ *	  (child_traceparent), so that the endpoint's spans join its trace.
  *
  * The only signer of requests (sign.c).  Everything a request needs is
  * copied into the job's own memory context, so the job outlives the
@@ -25,6 +27,7 @@
 #include "lib/stringinfo.h"
 #include "sign.h"
 #include "store.h"
+#include "tracectx.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -135,6 +138,26 @@ handler_sets(Jsonb *handler, const char *name, int nlen)
 }
 
 /*
+ * child_traceparent: into out, the traceparent an attempt sends for a
+ * message's stored one: its trace id and flags, and a new random span id
+ * (pg_strong_random), one for each attempt; 0 if the stored value is not a
+ * valid traceparent (a message stored before 1.2: sent as it is) or no
+ * random bytes could be had.
+ */
+static size_t
+child_traceparent(const char *value, int len, char *out)
+{
+	uint8		span[8];
+
+	if (!pg_strong_random(span, sizeof(span)))
+		return 0;
+	/* an all-zero span id is invalid: one in 2^64, but never send it */
+	if (memcmp(span, "\0\0\0\0\0\0\0\0", sizeof(span)) == 0)
+		span[7] = 1;
+	return tracectx_child(value, (size_t) len, span, out);
+}
+
+/*
  * append_json_headers: the string members of a jsonb object as headers.
  * For a message's headers (handler given), a header never replaces or
  * removes what the handler, its URL or the relay sets: names the
@@ -144,7 +167,8 @@ handler_sets(Jsonb *handler, const char *name, int nlen)
  * than once in different letter cases, and blank values (libcurl would
  * drop its own header of that name with them) are not sent.  This holds
  * for messages stored before 1.2, or around the publish checks, too: they
- * are sent without those headers rather than refused.
+ * are sent without those headers rather than refused.  A message's
+ * traceparent goes out as child_traceparent makes it.
  */
 static void
 append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
@@ -176,6 +200,17 @@ append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
 			 handler_sets(handler, name, nlen) ||
 			 names_count(headers, name, nlen) > 1))
 			continue;
+		if (from_message && nlen == 11 && pg_strncasecmp(name, "traceparent", 11) == 0)
+		{
+			char		child[TRACECTX_CHILD_LEN + 1];
+			size_t		clen = child_traceparent(v.val.string.val, v.val.string.len, child);
+
+			if (clen > 0)
+			{
+				append_header(list, name, nlen, child, (int) clen);
+				continue;
+			}
+		}
 		append_header(list, name, nlen, v.val.string.val, v.val.string.len);
 	}
 }

@@ -34,8 +34,8 @@
  * request its callbacks fill), all of it every time, so nothing of one
  * request reaches the next.  A change of the engine's settings retires
  * every handle made before it.  Under a libcurl older than 8.1.0 a handle
- * serves one request, and an HTTP/1 connection left with unread input is
- * not reused: see "libcurl before 8.1.0" below.
+ * serves one request, and under any libcurl an HTTP/1 connection left with
+ * unread input is not reused: see "libcurl before 8.1.0" below.
  *
  * Connections are pooled per origin (scheme, host, port) by the multi
  * handle, whichever handler's request opened them, and the pool is sized
@@ -117,7 +117,10 @@
  *	  line "HTTP/2 200").  As with libcurl's fix, input that arrives
  *	  between that check and the next request's read is not seen, and
  *	  neither is what OpenSSL has already read into its buffer of a TLS
- *	  record.
+ *	  record.  The check is made under every libcurl, not only before 8.1.0:
+ *	  8.14 and 8.23 (Debian's trixie and sid, the PostgreSQL 17 to 19 test
+ *	  roots) still reuse an idle HTTP/1 connection on which the endpoint
+ *	  wrote an answer ahead (test_http's check), whatever 8.0's fix covers.
  *
  * Uses libcurl, OpenSSL (only where libcurl uses the same) and the C
  * library.
@@ -433,10 +436,10 @@ conn_spoil(HttpEngine *engine, curl_socket_t s)
  * socket_cb: libcurl asks us to watch a socket for reading and/or writing,
  * or to stop watching it.  A socket of ours that it stops watching stays
  * in the epoll set, marked kept (see the file header); the set changes
- * only when the events wanted do.  Under libcurl before 8.1.0, an HTTP/1
+ * only when the events wanted do.  An HTTP/1
  * transfer's socket that it stops watching with input waiting is spoiled
  * instead (conn_spoil), before libcurl can give the connection to another
- * transfer.
+ * transfer (under every libcurl: see the file header, bug 2).
  */
 static int
 socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
@@ -449,7 +452,7 @@ socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 
 	if (what == CURL_POLL_REMOVE)
 	{
-		if (w && (*w & WATCH_OURS) && engine->old_curl && transfer_maybe_h1(easy))
+		if (w && (*w & WATCH_OURS) && transfer_maybe_h1(easy))
 		{
 			if (input_waiting(s))
 			{
@@ -562,8 +565,8 @@ write_cb(char *data, size_t size, size_t nmemb, void *userp)
 
 /*
  * header_cb: follow the status line of each response (a 100 Continue may
- * come first), pick up Retry-After, and note the end of a final
- * response's headers.
+ * come first), pick up Retry-After and Content-Type, and note the end of
+ * a final response's headers.
  */
 static size_t
 header_cb(char *line, size_t size, size_t nmemb, void *userp)
@@ -579,8 +582,9 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 		req->status = status;
 		req->has_retry_after = false;
 		req->headers_done = false;
-		/* under old libcurl, whether the connection is HTTP/2 (socket_cb) */
-		if (req->engine->old_curl && n >= 6 && memcmp(line, "HTTP/2", 6) == 0 &&
+		req->content_type[0] = '\0';
+		/* whether the connection is HTTP/2 (socket_cb) */
+		if (n >= 6 && memcmp(line, "HTTP/2", 6) == 0 &&
 			req->handle != NULL)
 			req->handle->conn_h2 = conn_alpn_h2(req->handle->easy);
 	}
@@ -595,6 +599,13 @@ header_cb(char *line, size_t size, size_t nmemb, void *userp)
 			req->has_retry_after = true;
 			req->retry_after_ms = delay;
 		}
+	}
+	else if (edge_header_line(line, n, "content-type", &value, &vlen))
+	{
+		if (vlen > HTTP_CONTENT_TYPE_MAX - 1)
+			vlen = HTTP_CONTENT_TYPE_MAX - 1;
+		memcpy(req->content_type, value, vlen);
+		req->content_type[vlen] = '\0';
 	}
 	return n;
 }
@@ -1053,6 +1064,7 @@ request_reset(HttpRequest *req)
 	req->body_keep_len = 0;
 	if (req->body_keep && req->body_keep_size > 0)
 		req->body_keep[0] = '\0';
+	req->content_type[0] = '\0';
 	req->refused[0] = '\0';
 	req->errbuf[0] = '\0';
 	req->http_version = 0;
@@ -1182,13 +1194,13 @@ http_engine_start(HttpEngine *engine, HttpRequest *req)
 
 /*
  * kept_ready: a socket kept while unwanted turned ready: the peer closed
- * the idle connection, or (HTTP/1, libcurl before 8.1.0) wrote something
+ * the idle connection, or (HTTP/1) wrote something
  * nobody asked for, which spoils the connection (file header, bug 2).
  */
 static void
 kept_ready(HttpEngine *engine, int fd)
 {
-	if ((engine->watch[fd] & WATCH_H1) && engine->old_curl && input_waiting(fd))
+	if ((engine->watch[fd] & WATCH_H1) && input_waiting(fd))
 	{
 		conn_spoil(engine, fd);
 		return;

@@ -16,6 +16,8 @@
 /* Bytes of a response body kept for last_error, and read at most. */
 #define HTTP_BODY_KEEP		256
 #define HTTP_BODY_READ_MAX	(64 * 1024)
+/* Bytes of HttpRequest.content_type, its NUL included (longer ones are cut). */
+#define HTTP_CONTENT_TYPE_MAX	128
 /* Bytes of HttpRequest.refused, its NUL included. */
 #define HTTP_REFUSED_MAX	160
 
@@ -51,6 +53,9 @@ typedef struct HttpRequest
 	size_t		body_start_len;
 	size_t		body_read;
 	size_t		body_keep_len;	/* bytes in body_keep (NUL-terminated) */
+	char		content_type[HTTP_CONTENT_TYPE_MAX];	/* the final answer's
+														 * Content-Type, raw, or
+														 * "" */
 	char		refused[HTTP_REFUSED_MAX];	/* why it was refused by policy */
 	char		errbuf[CURL_ERROR_SIZE];
 	long		http_version;	/* CURL_HTTP_VERSION_* of the answer, or 0 */

@@ -175,6 +175,94 @@ outcome_sanitize(const char *src, size_t len, char *dst, size_t cap)
 	return n;
 }
 
+/*
+ * utf8_sequence: the length of the valid UTF-8 sequence at s (of len
+ * bytes): not overlong, no surrogate, at most U+10FFFF.  0 when the bytes
+ * there are no such sequence; -1 when they begin one that len cuts.
+ */
+static int
+utf8_sequence(const unsigned char *s, size_t len)
+{
+	size_t		n;
+	unsigned char lo = 0x80,
+				hi = 0xBF;
+
+	if (s[0] >= 0xC2 && s[0] <= 0xDF)
+		n = 2;
+	else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+	{
+		n = 3;
+		if (s[0] == 0xE0)
+			lo = 0xA0;			/* overlong */
+		else if (s[0] == 0xED)
+			hi = 0x9F;			/* surrogates */
+	}
+	else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+	{
+		n = 4;
+		if (s[0] == 0xF0)
+			lo = 0x90;			/* overlong */
+		else if (s[0] == 0xF4)
+			hi = 0x8F;			/* above U+10FFFF */
+	}
+	else
+		return 0;
+	for (size_t i = 1; i < n; i++)
+	{
+		if (i >= len)
+			return -1;
+		if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF))
+			return 0;
+	}
+	return (int) n;
+}
+
+/*
+ * outcome_sanitize_text: copy at most cap-1 bytes of src[0..len) into dst
+ * as text any database takes, NUL-terminated: printable ASCII, line
+ * breaks and tabs as they are, and (utf8: the database's encoding is
+ * UTF-8) every valid UTF-8 sequence; every other byte becomes '?'.  A
+ * sequence that the end of src or of dst cuts is left out.  For a
+ * response body kept in grelout.attempts.  Returns the length written.
+ */
+size_t
+outcome_sanitize_text(const char *src, size_t len, char *dst, size_t cap,
+					  bool utf8)
+{
+	const unsigned char *s = (const unsigned char *) src;
+	size_t		i = 0,
+				n = 0;
+
+	if (cap == 0)
+		return 0;
+	while (i < len && n < cap - 1)
+	{
+		unsigned char c = s[i];
+		int			seq = (utf8 && c >= 0x80) ? utf8_sequence(s + i, len - i) : 0;
+
+		if ((c >= 0x20 && c < 0x7F) || c == '\n' || c == '\r' || c == '\t')
+		{
+			dst[n++] = (char) c;
+			i++;
+		}
+		else if (seq < 0 || (seq > 0 && n + seq > cap - 1))
+			break;				/* cut by the end of src or of dst */
+		else if (seq > 0)
+		{
+			memcpy(dst + n, s + i, seq);
+			n += seq;
+			i += seq;
+		}
+		else
+		{
+			dst[n++] = '?';
+			i++;
+		}
+	}
+	dst[n] = '\0';
+	return n;
+}
+
 /* starts_with: does s (of len bytes) begin with the C string p? */
 static bool
 starts_with(const char *s, size_t len, const char *p)

@@ -62,6 +62,8 @@ extern OutcomeHealth outcome_health(bool responded, long status,
 extern int64_t outcome_backoff_ms(int attempts, int64_t base_ms, int64_t max_ms,
 								  double jitter, double draw);
 extern size_t outcome_sanitize(const char *src, size_t len, char *dst, size_t cap);
+extern size_t outcome_sanitize_text(const char *src, size_t len, char *dst,
+									size_t cap, bool utf8);
 
 /* Room for the longest outcome class, with its NUL. */
 #define OUTCOME_CLASS_MAX	32

@@ -4,7 +4,7 @@
 -- signatures, and that PUBLIC is granted nothing.  Runs in one transaction
 -- that is rolled back.
 BEGIN;
-SELECT plan(371);
+SELECT plan(394);
 
 -- pg_temp.plan_of(query): the EXPLAIN (COSTS OFF) text of a query
 CREATE FUNCTION pg_temp.plan_of(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -25,8 +25,8 @@ SELECT is((SELECT extrelocatable FROM pg_extension WHERE extname = 'grelout'), f
 	'the extension is not relocatable');
 SELECT is((SELECT extversion FROM pg_extension WHERE extname = 'grelout'), '1.2',
 	'the installed version is 1.2');
-SELECT tables_are('grelout', ARRAY['outbox', 'handlers', 'fanout', 'handler_health'],
-	'schema grelout has the tables outbox, handlers, fanout and handler_health');
+SELECT tables_are('grelout', ARRAY['outbox', 'handlers', 'fanout', 'handler_health', 'attempts'],
+	'schema grelout has the tables outbox, handlers, fanout, handler_health and attempts');
 SELECT views_are('grelout', ARRAY['status', 'handlers_masked', 'relays', 'deliveries',
 	'handler_status'],
 	'schema grelout has the views status, handlers_masked, relays, deliveries and handler_status');
@@ -411,7 +411,29 @@ SELECT function_privs_are('grelout', '_topic_matches', ARRAY['text', 'text']::na
 SELECT schema_privs_are('grelout', 'public', ARRAY[]::text[], 'schema grelout: nothing for PUBLIC');
 SELECT table_privs_are('grelout', t, 'public', ARRAY[]::text[], 'grelout.' || t || ': nothing for PUBLIC')
 FROM unnest(ARRAY['outbox', 'handlers', 'status', 'handlers_masked', 'relays', 'fanout',
-	'deliveries', 'handler_health', 'handler_status']::name[]) AS t;
+	'deliveries', 'handler_health', 'handler_status', 'attempts']::name[]) AS t;
+
+-- issue 33: the attempt log, administrators' only, not dumped
+SELECT columns_are('grelout', 'attempts',
+	ARRAY['message_id', 'handler', 'attempt', 'started_at', 'duration_ms', 'status',
+		'error', 'response_body', 'content_type'],
+	'grelout.attempts has the columns of the contract');
+SELECT col_type_is('grelout', 'attempts', c, t, 'grelout.attempts.' || c || ' is ' || t)
+FROM (VALUES ('message_id', 'uuid'), ('handler', 'text'), ('attempt', 'integer'),
+	('started_at', 'timestamp with time zone'), ('duration_ms', 'integer'),
+	('status', 'integer'), ('error', 'text'), ('response_body', 'text'),
+	('content_type', 'text')) AS v(c, t);
+SELECT col_not_null('grelout', 'attempts', c, 'grelout.attempts.' || c || ' is NOT NULL')
+FROM unnest(ARRAY['message_id', 'handler', 'attempt', 'started_at']::name[]) AS c;
+SELECT col_is_null('grelout', 'attempts', c, 'grelout.attempts.' || c || ' may be NULL')
+FROM unnest(ARRAY['duration_ms', 'status', 'error', 'response_body', 'content_type']::name[]) AS c;
+SELECT has_index('grelout', 'attempts', 'attempts_message_idx', ARRAY['message_id', 'attempt']::name[],
+	'attempts_message_idx: a message''s attempts in order');
+SELECT has_index('grelout', 'attempts', 'attempts_started_idx', ARRAY['started_at']::name[],
+	'attempts_started_idx: the purge, oldest first');
+SELECT is((SELECT count(*) FROM pg_extension, unnest(extconfig) AS c
+	WHERE extname = 'grelout' AND c = 'grelout.attempts'::regclass), 0::bigint,
+	'grelout.attempts is no configuration table: pg_dump leaves the log out');
 
 -- issue 33: grelout.metrics() is not PUBLIC's (it names every database's
 -- handlers) but pg_monitor's; the schema is not (the administrator grants

@@ -7,7 +7,7 @@
 -- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
 -- inside a function or transaction, so its outcome is read from psql's
 -- SQLSTATE variable; psql prints those expected errors on stderr.
-SELECT plan(159);
+SELECT plan(185);
 
 -- every setting of the contract: boot default, unit, type, context
 SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)
@@ -40,7 +40,12 @@ FROM (VALUES
 	('grelout.max_in_flight', '0||integer|sighup'),
 	('grelout.breaker_threshold', '5||integer|sighup'),
 	('grelout.breaker_cooldown', '30000|ms|integer|sighup'),
-	('grelout.disable_after', '432000|s|integer|sighup')) AS s(name, expected);
+	('grelout.disable_after', '432000|s|integer|sighup'),
+	('grelout.traceparent', '||string|user'),
+	('grelout.tracestate', '||string|user'),
+	('grelout.log_attempts', 'failed||enum|sighup'),
+	('grelout.attempt_body_max', '4096|B|integer|sighup'),
+	('grelout.keep_attempts', '604800|s|integer|sighup')) AS s(name, expected);
 
 -- the running values of the settings this cluster does not configure are
 -- the defaults, shown in PostgreSQL's units
@@ -55,15 +60,23 @@ FROM (VALUES
 	('grelout.max_payload_size', '1MB'), ('grelout.ca_file', ''),
 	('grelout.block_private_networks', 'off'), ('grelout.allowed_networks', ''),
 	('grelout.max_in_flight', '0'), ('grelout.breaker_threshold', '5'),
-	('grelout.breaker_cooldown', '30s'), ('grelout.disable_after', '5d')) AS s(name, shown);
+	('grelout.breaker_cooldown', '30s'), ('grelout.disable_after', '5d'),
+	('grelout.log_attempts', 'failed'), ('grelout.attempt_body_max', '4kB'),
+	('grelout.keep_attempts', '7d')) AS s(name, shown);
 -- the two this cluster configures (test/regress.conf)
 SELECT is(current_setting('grelout.database'), 'grelout_regress', 'grelout.database comes from the configuration');
 SELECT is(current_setting('grelout.poll_interval'), '200ms', 'grelout.poll_interval comes from the configuration');
 
--- only administrators can change any grelout setting
+-- only administrators can change any grelout setting but the caller's own
+-- trace context (issue 33), which any role sets
 SELECT is((SELECT count(*) FROM pg_settings WHERE name LIKE 'grelout.%'
+	AND name NOT IN ('grelout.traceparent', 'grelout.tracestate')
 	AND context NOT IN ('postmaster', 'sighup', 'superuser')), 0::bigint,
-	'no grelout setting is user-settable');
+	'no grelout setting is user-settable but the trace context');
+SELECT is((SELECT string_agg(name, ',' ORDER BY name) FROM pg_settings
+	WHERE name LIKE 'grelout.%' AND context = 'user'),
+	'grelout.traceparent,grelout.tracestate',
+	'grelout.traceparent and grelout.tracestate are user-settable');
 SELECT is((SELECT context FROM pg_settings WHERE name = 'grelout.' || s), 'postmaster',
 	format('grelout.%s needs a restart', s))
 FROM unnest(ARRAY['role', 'max_relays']) AS s;
@@ -200,6 +213,35 @@ ALTER SYSTEM SET grelout.batch_size = 'ten';
 SELECT is(:'SQLSTATE'::text, '22023', 'batch_size ''ten'' is not a number');
 ALTER SYSTEM SET grelout.lease_duration = '30 parsecs';
 SELECT is(:'SQLSTATE'::text, '22023', 'lease_duration ''30 parsecs'' has no valid unit');
+
+-- issue 33: the attempt log's settings
+SELECT is((SELECT enumvals FROM pg_settings WHERE name = 'grelout.log_attempts'),
+	ARRAY['failed', 'all', 'off'], 'log_attempts takes failed, all or off');
+SELECT is((SELECT format('%s..%s', min_val, max_val) FROM pg_settings WHERE name = 'grelout.attempt_body_max'),
+	'0..65536', 'attempt_body_max ranges from 0 to the 64kB a relay reads of a body');
+ALTER SYSTEM SET grelout.log_attempts = 'some';
+SELECT is(:'SQLSTATE'::text, '22023', 'log_attempts ''some'' is refused');
+ALTER SYSTEM SET grelout.log_attempts = 'all';
+SELECT is(:'SQLSTATE'::text, '00000', 'log_attempts ''all'' is accepted');
+ALTER SYSTEM SET grelout.log_attempts = 'off';
+SELECT is(:'SQLSTATE'::text, '00000', 'log_attempts ''off'' is accepted');
+ALTER SYSTEM RESET grelout.log_attempts;
+ALTER SYSTEM SET grelout.attempt_body_max = '65kB';
+SELECT is(:'SQLSTATE'::text, '22023', 'attempt_body_max 65kB is out of range');
+ALTER SYSTEM SET grelout.attempt_body_max = -1;
+SELECT is(:'SQLSTATE'::text, '22023', 'attempt_body_max -1 is out of range');
+ALTER SYSTEM SET grelout.attempt_body_max = '1kB';
+SELECT is(:'SQLSTATE'::text, '00000', 'attempt_body_max 1kB is accepted');
+ALTER SYSTEM RESET grelout.attempt_body_max;
+ALTER SYSTEM SET grelout.keep_attempts = '-1s';
+SELECT is(:'SQLSTATE'::text, '22023', 'keep_attempts -1s is out of range');
+ALTER SYSTEM SET grelout.keep_attempts = '30 days';
+SELECT is(:'SQLSTATE'::text, '22023', 'keep_attempts ''30 days'' has no valid unit (30d does)');
+ALTER SYSTEM SET grelout.keep_attempts = '30d';
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_attempts 30d is accepted');
+ALTER SYSTEM SET grelout.keep_attempts = 0;
+SELECT is(:'SQLSTATE'::text, '00000', 'keep_attempts 0 (never purged) is accepted');
+ALTER SYSTEM RESET grelout.keep_attempts;
 -- an unknown name: refused as unknown (42704) up to 16; from 17 on
 -- ALTER SYSTEM accepts unknown custom names and refuses this one for its
 -- reserved prefix (42602)

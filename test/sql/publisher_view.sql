@@ -35,7 +35,8 @@ CREATE ROLE regress_grelout_reader IN ROLE pg_read_all_settings;
 GRANT EXECUTE ON FUNCTION outbox_publish(text, jsonb, text, jsonb, interval, text),
 	outbox_message_status(uuid) TO regress_grelout_pub;
 
--- settings: every grelout setting is superuser-only to read
+-- settings: every grelout setting is superuser-only to read, but
+-- grelout.traceparent and grelout.tracestate
 SELECT count(*) > 20 AS settings, bool_and(name IS NOT NULL) AS named
 FROM pg_settings WHERE name LIKE 'grelout.%';
 SET ROLE regress_grelout_pub;
@@ -45,14 +46,31 @@ SELECT pg_temp.state_of($$SHOW grelout.database$$) AS show_database;
 SELECT pg_temp.state_of($$SHOW grelout.role$$) AS show_role;
 SELECT pg_temp.state_of($$SHOW grelout.ca_file$$) AS show_ca_file;
 SELECT pg_temp.state_of($$SELECT current_setting('grelout.max_payload_size')$$) AS current_setting_max_payload;
+-- but the caller's own trace context (issue 33), which any role sets and sees
 SELECT count(*) AS settings_seen FROM pg_settings WHERE name LIKE 'grelout.%';
+SELECT string_agg(name, ', ' ORDER BY name) AS settings_seen_names
+FROM pg_settings WHERE name LIKE 'grelout.%';
 SELECT count(*) AS shown_in_show_all FROM (SELECT 1) AS x
 WHERE EXISTS (SELECT 1 FROM pg_show_all_settings() WHERE name LIKE 'grelout.%');
 -- a publish still works without seeing them
 SELECT outbox_publish('pv.plain', '{}') IS NOT NULL AS publishes;
 RESET ROLE;
+-- issue 33: the attempt log's settings, and the log itself (response
+-- bodies), are administrators' only, even with USAGE on the schema
+GRANT USAGE ON SCHEMA grelout TO regress_grelout_pub;
+SET ROLE regress_grelout_pub;
+SELECT pg_temp.state_of($$SHOW grelout.log_attempts$$) AS show_log_attempts;
+SELECT pg_temp.state_of($$SHOW grelout.attempt_body_max$$) AS show_attempt_body_max;
+SELECT pg_temp.state_of($$SHOW grelout.keep_attempts$$) AS show_keep_attempts;
+SELECT pg_temp.try($$SELECT count(*) FROM grelout.attempts$$) AS publisher_reads_attempts;
+RESET ROLE;
+REVOKE USAGE ON SCHEMA grelout FROM regress_grelout_pub;
+SELECT current_setting('grelout.log_attempts') AS admin_log_attempts,
+	current_setting('grelout.attempt_body_max') AS admin_attempt_body_max,
+	current_setting('grelout.keep_attempts') AS admin_keep_attempts;
 SET ROLE regress_grelout_reader;
 SELECT pg_temp.state_of($$SHOW grelout.block_private_networks$$) AS reader_show;
+SELECT pg_temp.state_of($$SHOW grelout.log_attempts$$) AS reader_show_log_attempts;
 SELECT count(*) > 20 AS reader_sees_settings FROM pg_settings WHERE name LIKE 'grelout.%';
 RESET ROLE;
 

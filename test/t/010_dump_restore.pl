@@ -27,7 +27,7 @@ $node->safe_psql('app', qq{
 	BEGIN;
 	INSERT INTO orders VALUES (1, 9.99);
 	SELECT outbox_publish('orders', '{"order": 1}', key => 'c-1',
-		headers => '{"traceparent": "00-abc-def-01"}', dedup_key => 'order-1');
+		headers => '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}', dedup_key => 'order-1');
 	SELECT outbox_publish('orders', '{"order": 2}', delay => '1 hour');
 	SELECT outbox_publish('paused', '{"p": true}');
 	SELECT outbox_publish('orders', '{"order": "dead"}', dedup_key => 'order-dead');

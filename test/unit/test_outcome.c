@@ -184,6 +184,32 @@ main(void)
 	outcome_sanitize("0123456789abcdefXYZ", 19, buf, sizeof(buf));
 	is_str(buf, "0123456789abcde", "sanitize cuts at the buffer");
 
+	/* issue 33: a response body for grelout.attempts */
+	{
+		char		t[16];
+
+		is_int((long long) outcome_sanitize_text("a\r\nb\tc\n", 7, t, sizeof(t), true), 7,
+			   "sanitize_text keeps line breaks and tabs");
+		is_str(t, "a\r\nb\tc\n", "sanitize_text keeps the text as it is");
+		outcome_sanitize_text("x\x01\x7f\0y", 5, t, sizeof(t), true);
+		is_str(t, "x???y", "sanitize_text replaces controls, DEL and NUL");
+		outcome_sanitize_text("caf\xc3\xa9 \xe2\x82\xac", 9, t, sizeof(t), true);
+		is_str(t, "caf\xc3\xa9 \xe2\x82\xac", "sanitize_text keeps valid UTF-8");
+		outcome_sanitize_text("caf\xc3\xa9", 5, t, sizeof(t), false);
+		is_str(t, "caf??", "sanitize_text outside UTF-8 keeps ASCII only");
+		outcome_sanitize_text("a\xff\xc0\xaf\xed\xa0\x80" "b", 8, t, sizeof(t), true);
+		is_str(t, "a??????b", "sanitize_text replaces invalid, overlong and surrogate bytes");
+		outcome_sanitize_text("\xf4\x90\x80\x80", 4, t, sizeof(t), true);
+		is_str(t, "????", "sanitize_text refuses code points above U+10FFFF");
+		outcome_sanitize_text("ab\xe2\x82", 4, t, sizeof(t), true);
+		is_str(t, "ab", "sanitize_text leaves out a sequence the body's end cuts");
+		outcome_sanitize_text("0123456789abcd\xc3\xa9", 16, t, sizeof(t), true);
+		is_str(t, "0123456789abcd", "sanitize_text leaves out a sequence the buffer cuts");
+		is_int((long long) outcome_sanitize_text("abc", 3, t, 1, true), 0,
+			   "sanitize_text into one byte writes nothing");
+		is_str(t, "", "and terminates it");
+	}
+
 	/* issue 29: the outcome class a publisher sees, from what is stored */
 	{
 		static const struct
