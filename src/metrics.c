@@ -23,6 +23,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"	/* get_database_name from 19 */
 #include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(grelout_metrics);

@@ -493,17 +493,17 @@ statement_context(TraceContext *ctx)
 
 /* push_string: one key and string value into a jsonb being built. */
 static void
-push_string(JsonbParseState **state, const char *key, const char *value)
+push_string(GreloutJsonbBuilder *state, const char *key, const char *value)
 {
 	JsonbValue	v;
 
 	v.type = jbvString;
 	v.val.string.val = (char *) key;
 	v.val.string.len = strlen(key);
-	pushJsonbValue(state, WJB_KEY, &v);
+	grelout_jsonb_push(state, WJB_KEY, &v);
 	v.val.string.val = (char *) value;
 	v.val.string.len = strlen(value);
-	pushJsonbValue(state, WJB_VALUE, &v);
+	grelout_jsonb_push(state, WJB_VALUE, &v);
 }
 
 /*
@@ -514,10 +514,10 @@ push_string(JsonbParseState **state, const char *key, const char *value)
 static Jsonb *
 headers_with_context(Jsonb *headers, const TraceContext *ctx)
 {
-	JsonbParseState *state = NULL;
+	GreloutJsonbBuilder state = {0};
 	JsonbValue	v;
 
-	pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	grelout_jsonb_push(&state, WJB_BEGIN_OBJECT, NULL);
 	if (headers != NULL)
 	{
 		JsonbIterator *it = JsonbIteratorInit(&headers->root);
@@ -530,10 +530,10 @@ headers_with_context(Jsonb *headers, const TraceContext *ctx)
 			{
 				skip = trace_header(v.val.string.val, v.val.string.len) != TRACE_NONE;
 				if (!skip)
-					pushJsonbValue(&state, WJB_KEY, &v);
+					grelout_jsonb_push(&state, WJB_KEY, &v);
 			}
 			else if (tok == WJB_VALUE && !skip)
-				pushJsonbValue(&state, WJB_VALUE, &v);
+				grelout_jsonb_push(&state, WJB_VALUE, &v);
 		}
 	}
 	if (ctx != NULL)
@@ -542,7 +542,7 @@ headers_with_context(Jsonb *headers, const TraceContext *ctx)
 		if (ctx->tracestate[0] != '\0')
 			push_string(&state, "tracestate", ctx->tracestate);
 	}
-	return JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL));
+	return JsonbValueToJsonb(grelout_jsonb_push(&state, WJB_END_OBJECT, NULL));
 }
 
 /*
