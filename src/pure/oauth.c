@@ -16,7 +16,7 @@
  * memory context: nothing here allocates.
  *
  * The responses: a small, strict JSON reader (RFC 8259: UTF-8 checked,
- * every escape including \uXXXX surrogate pairs decoded byte-exact, no
+ * every escape including \u and its surrogate pairs decoded byte-exact, no
  * trailing bytes, no duplicate member names, nesting bounded) reads the
  * response's object; a token response (section 5.1) gives its access_token
  * (refused unless it is a non-empty header-safe string of at most
