@@ -65,7 +65,7 @@ PGFILEDESC = "grelout - transactional outbox with an in-server webhook relay"
 # src/pure/: the files that know nothing of PostgreSQL (no postgres.h), which
 # the unit tests, the fuzz targets and the benchmark's HTTP driver build alone.
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/pure
-SHLIB_LINK = -lcurl -lssl -lcrypto
+SHLIB_LINK = -lcurl -lssl -lcrypto -lsodium
 
 # PGXS knows no header dependencies: gcc writes each object's own (src/*.d,
 # included after PGXS), so a changed header rebuilds every object that
