@@ -636,6 +636,71 @@ test_rotation(void)
 		   "a previous key alone signs");
 }
 
+/*
+ * test_v1a_openssl: v1a signatures of many messages (ids, timestamps and
+ * bodies of 0 to 5,000 bytes, over four keys so that kept keys are pushed
+ * out and made again) each verify with OpenSSL's ed25519, an implementation
+ * that shares no code with libsodium's, which signs; and a changed byte of
+ * the content fails that verification.
+ */
+static void
+test_v1a_openssl(void)
+{
+	static char body[5001];
+	int			verified = 0;
+	int			tampered_refused = 0;
+	int			total = 0;
+
+	for (size_t i = 0; i < sizeof(body); i++)
+		body[i] = (char) ('a' + (i * 7) % 26);
+	for (int n = 0; n < 60; n++)
+	{
+		unsigned char seed[32];
+		unsigned char pub[32];
+		size_t		publen = sizeof(pub);
+		size_t		bodylen = (size_t) (n * 83) % sizeof(body);
+		char		id[64];
+		char		out[GRELOUT_SIGNATURE_V1A_LEN];
+		unsigned char sig[64];
+		char		content[6000];
+		int			clen;
+		EVP_PKEY   *pkey;
+		EVP_MD_CTX *ctx;
+
+		for (int b = 0; b < 32; b++)
+			seed[b] = (unsigned char) (n % 4 * 31 + b);
+		snprintf(id, sizeof(id), "msg_%d", n);
+		if (grelout_sign_ed25519(seed, id, 1700000000 + n, body, bodylen, out) != 0 ||
+			strncmp(out, "v1a,", 4) != 0 ||
+			EVP_DecodeBlock(sig, (const unsigned char *) out + 4, 88) != 66)
+			continue;
+		clen = snprintf(content, sizeof(content), "%s.%d.", id, 1700000000 + n);
+		memcpy(content + clen, body, bodylen);
+		pkey = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, seed, 32);
+		EVP_PKEY_get_raw_public_key(pkey, pub, &publen);
+		EVP_PKEY_free(pkey);
+		pkey = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, 32);
+		total++;
+		ctx = EVP_MD_CTX_new();
+		if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pkey) == 1 &&
+			EVP_DigestVerify(ctx, sig, 64, (unsigned char *) content,
+							 (size_t) clen + bodylen) == 1)
+			verified++;
+		EVP_MD_CTX_free(ctx);
+		content[clen - 2] ^= 1;	/* a digit of the timestamp */
+		ctx = EVP_MD_CTX_new();
+		if (EVP_DigestVerifyInit(ctx, NULL, NULL, NULL, pkey) == 1 &&
+			EVP_DigestVerify(ctx, sig, 64, (unsigned char *) content,
+							 (size_t) clen + bodylen) != 1)
+			tampered_refused++;
+		EVP_MD_CTX_free(ctx);
+		EVP_PKEY_free(pkey);
+	}
+	is_int(total, 60, "60 v1a signatures made, of 4 keys taking turns");
+	is_int(verified, 60, "... each verifies with OpenSSL's ed25519");
+	is_int(tampered_refused, 60, "... and none verifies once the content changed");
+}
+
 int
 main(void)
 {
@@ -645,6 +710,7 @@ main(void)
 	test_rfc8032();
 	test_key_parsing();
 	test_v1a();
+	test_v1a_openssl();
 	test_rotation();
 	return done_testing();
 }
