@@ -28,6 +28,15 @@ up; not meant to be run by hand.  Measures, against that cluster and nginx:
  14. endpoint authentication (issue 34): the same drain over HTTPS to a
      handler signing with HMAC (v1), with ed25519 (v1a), with mutual TLS
      and with OAuth2 client credentials, interleaved run by run
+ 16. far (issue 32): the drain of a backlog to an endpoint that holds each
+     POST 100 ms (nginx's echo module), default settings, beside wrk -c2000
+     against it and graphile-worker at its defaults; the same over HTTPS
+     (HTTP/2 by ALPN) beside wrk over HTTPS
+ 17. knee (issue 32): the drain to an endpoint that answers at most 300
+     requests a second and queues the rest (nginx's limit_req)
+ 18. near (issue 32): the figure 2 drain at default settings against the
+     same with grelout.max_workers = 1 (one relay), interleaved
+ 19. commit-to-arrival latency at 20 msgs/s (figure 4's at 50)
 
 and writes WORK/results.md.  Exits non-zero only when the benchmark breaks.
 
@@ -42,6 +51,7 @@ import base64
 import json
 import os
 import re
+import resource
 import signal
 import statistics
 import subprocess
@@ -111,6 +121,12 @@ FULL = dict(
     hang_backlog=20_000,
     engine_requests=200_000,
     auth_backlog=20_000,
+    far_backlog=20_000,
+    far_graphile=200,
+    far_conns=2000,
+    knee_backlog=6_000,
+    near_backlog=100_000,
+    latency_low_rate=20,
 )
 QUICK = dict(
     runs=1,
@@ -132,6 +148,12 @@ QUICK = dict(
     hang_backlog=500,
     engine_requests=2_000,
     auth_backlog=1_000,
+    far_backlog=1_000,
+    far_graphile=20,
+    far_conns=2000,
+    knee_backlog=600,
+    near_backlog=2_000,
+    latency_low_rate=20,
 )
 
 # Tuned relay settings (documented in results.md and the README).
@@ -554,7 +576,9 @@ class Bench:
                 % (label, n, t1 - t0, rate, failures, relay_us, nginx_us))
         return rate
 
-    def wrk(self, conns):
+    def wrk(self, conns, url=None, timeout=None):
+        """wrk's requests/s with conns connections against url (figure 2's
+        nginx location by default), a webhook-like POST each."""
         lua = os.path.join(self.work, 'post.lua')
         body = self.q1('SELECT %s::text' % payload_sql('12345678', '48213'))
         with open(lua, 'w') as f:
@@ -569,8 +593,9 @@ class Bench:
                     'wrk.headers["grelout-attempt"] = "1"\n' % json.dumps(body))
         threads = min(2, conns)
         r = subprocess.run(['wrk', '-t', str(threads), '-c', str(conns), '-d',
-                            '%ds' % self.sz['wrk_seconds'], '-s', lua,
-                            self.nginx_url + '/wrk'], stdout=subprocess.PIPE,
+                            '%ds' % self.sz['wrk_seconds'], '-s', lua]
+                           + (['--timeout', '%ds' % timeout] if timeout else [])
+                           + [url or self.nginx_url + '/wrk'], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT)
         out = r.stdout.decode()
         m = re.search(r'Requests/sec:\s+([0-9.]+)', out)
@@ -1428,6 +1453,173 @@ class Bench:
         v = r.stdout.decode().strip()
         return ('HTTP/' + v) if r.returncode == 0 and v else 'unknown'
 
+    # -- issue 32: figures 16 to 19 ----------------------------------------------
+    def put_handler(self, name, topic, url):
+        """a handler of its own for a figure (replacing one of that name)."""
+        self.q('DELETE FROM grelout.handlers WHERE name = %s', (name,))
+        self.q('INSERT INTO grelout.handlers (name, topic, url) VALUES (%s, %s, %s)',
+               (name, topic, url))
+
+    def fig16(self):
+        """far: the drain of far_backlog messages (default settings) to
+        nginx's /far, which reads each POST's body and answers 204 100 ms
+        later, beside wrk with far_conns connections against the same
+        location, and graphile-worker at its defaults (concurrency 1) with
+        far_graphile jobs; then the same drain over HTTPS (HTTP/2 as libcurl
+        and nginx agree by ALPN), set beside the same ceiling: wrk speaks
+        HTTP/1.1 only, and over TLS it cannot hold 2,000 connections here
+        (0 requests done in 4 s; 3,300 requests/s with 500), so that it
+        would measure itself, not the endpoint.  pg_net is not measured:
+        Debian does not package it."""
+        n, conns = self.sz['far_backlog'], self.sz['far_conns']
+        log('figure 16: an endpoint 100 ms away, %d backlog (default settings)' % n)
+        self.load_note('fig 16 start')
+        self.pause()
+        out = {'messages': n, 'conns': conns, 'http': [], 'wrk': [], 'failures': [],
+               'https': [], 'failures_https': [], 'protocol': None,
+               'graphile': [], 'graphile_jobs': self.sz['far_graphile'],
+               'concurrency': self.q1('SHOW grelout.concurrency'),
+               'pg_net': 'not measured: pg_net is not in Debian\'s packages'}
+        self.put_handler('far', 'far', self.nginx_url + '/far')
+        base = None
+        if self.a.nginx_tls_port and self.a.tls_dir:
+            base = 'https://127.0.0.1:%d' % self.a.nginx_tls_port
+            self.set_conf(grelout__ca_file=os.path.join(self.a.tls_dir, 'server-ca.crt'))
+            self.put_handler('far-https', 'far.https', base + '/far')
+        try:
+            for run in range(self.sz['runs']):
+                out['http'].append(self.drain(n, 'far run %d' % (run + 1), topic='far'))
+                out['failures'].append(self.drain_failures)
+                out['wrk'].append(self.wrk(conns, self.nginx_url + '/far', timeout=10))
+                log('  wrk -c %d /far: %.0f req/s' % (conns, out['wrk'][-1]))
+                if base is None:
+                    continue
+                out['https'].append(self.drain(n, 'far https run %d' % (run + 1),
+                                               topic='far.https'))
+                out['failures_https'].append(self.drain_failures)
+                if out['protocol'] is None:
+                    out['protocol'] = self.https_protocol(base + '/far')
+        finally:
+            self.pause()
+            self.q("DELETE FROM grelout.outbox WHERE topic IN ('far', 'far.https')")
+            self.q("DELETE FROM grelout.handlers WHERE name IN ('far', 'far-https')")
+            if base is not None:
+                self.q('ALTER SYSTEM RESET grelout.ca_file')
+                self.q('SELECT pg_reload_conf()')
+        g = self.sz['far_graphile']
+        env = dict(self.node_env, TARGET_URL=self.nginx_url + '/far', CONCURRENCY='1')
+        for run in range(self.sz['runs']):
+            self.reset_tables()
+            self.q("SELECT count(graphile_worker.add_job('post', %s::json))"
+                   " FROM generate_series(1, %d) g"
+                   % (payload_sql('g', 'mod(g, 100000)'), g))
+            ng0 = self.nginx_requests()
+            r = json.loads(self.node(['drain', str(g)], capture=True,
+                                     env=env).strip().splitlines()[-1])
+            if self.nginx_requests() - ng0 < g:
+                raise Broken('graphile-worker far: nginx saw fewer than %d requests' % g)
+            out['graphile'].append(r['rate'])
+            log('  graphile far run %d %5d jobs in %6.2f s = %8.1f jobs/s (concurrency 1)'
+                % (run + 1, g, r['seconds'], r['rate']))
+        self.reset_tables()
+        self.res['figures']['16'] = out
+        self.load_note('fig 16 end')
+
+    def fig17(self):
+        """knee: the drain of knee_backlog messages (default settings) to
+        nginx's /knee, which answers at most 300 requests a second and
+        delays the rest in its queue (limit_req, no refusals), so that the
+        latency of an answer grows with the requests in flight; the
+        failures (timeouts among them) counted."""
+        n = self.sz['knee_backlog']
+        log('figure 17: an endpoint that serves 300 requests/s and queues the rest, %d backlog'
+            % n)
+        self.load_note('fig 17 start')
+        self.pause()
+        self.put_handler('knee', 'knee', self.nginx_url + '/knee')
+        out = {'messages': n, 'limit': 300, 'rates': [], 'failures': [], 'errors': []}
+        try:
+            for run in range(self.sz['runs']):
+                out['rates'].append(self.drain(n, 'knee run %d' % (run + 1), topic='knee'))
+                out['failures'].append(self.drain_failures)
+                out['errors'].append(self.q1("SELECT last_error FROM grelout.handler_status"
+                                             " WHERE handler = 'knee'"))
+        finally:
+            self.pause()
+            self.q("DELETE FROM grelout.outbox WHERE topic = 'knee'")
+            self.q("DELETE FROM grelout.handlers WHERE name = 'knee'")
+        self.res['figures']['17'] = out
+        self.load_note('fig 17 end')
+
+    def relays_down_to(self, n, timeout=60):
+        """wait until at most n relays run (extra ones retire when idle);
+        past timeout, end the newest extra ones (idle: nothing is lost)."""
+        count = lambda: self.q1("SELECT count(*) FROM pg_stat_activity"
+                                " WHERE backend_type = 'grelout relay'")
+        deadline = time.time() + timeout
+        while count() > n and time.time() < deadline:
+            time.sleep(0.5)
+        if count() > n:
+            self.q("SELECT pg_terminate_backend(pid) FROM (SELECT pid FROM pg_stat_activity"
+                   " WHERE backend_type = 'grelout relay' ORDER BY backend_start"
+                   " OFFSET %s) extra", (n,))
+            deadline = time.time() + 30
+            while count() > n and time.time() < deadline:
+                time.sleep(0.2)
+
+    def fig18(self):
+        """near: the figure 2 drain (near_backlog, instant nginx) at default
+        settings, against the same with grelout.max_workers = 1 (one relay
+        however long the backlog), interleaved run by run."""
+        n = self.sz['near_backlog']
+        log('figure 18: default drain against one relay, %d backlog' % n)
+        if not self.q1("SELECT count(*) FROM pg_settings WHERE name = 'grelout.max_workers'"):
+            self.res['figures']['18'] = {'missing': 'this grelout has no grelout.max_workers'}
+            log('  not measured: no grelout.max_workers')
+            return
+        self.load_note('fig 18 start')
+        out = {'messages': n, 'default': [], 'one': [], 'relays': [],
+               'max_workers': self.q1('SHOW grelout.max_workers'),
+               'relay_us_default': [], 'relay_us_one': []}
+        cpu = lambda label: [c['relay_us'] for c in self.res['drain_cpu'] if c['label'] == label]
+        try:
+            for run in range(self.sz['runs']):
+                self.pause()
+                self.set_conf(grelout__max_workers=1)
+                self.relays_down_to(self.workers)
+                label = 'near one relay run %d' % (run + 1)
+                out['one'].append(self.drain(n, label))
+                out['relay_us_one'].extend(cpu(label))
+                self.pause()
+                self.q('ALTER SYSTEM RESET grelout.max_workers')
+                self.q('SELECT pg_reload_conf()')
+                label = 'near default run %d' % (run + 1)
+                out['default'].append(self.drain(n, label))
+                out['relay_us_default'].extend(cpu(label))
+                out['relays'].append(self.q1("SELECT count(*) FROM pg_stat_activity"
+                                             " WHERE backend_type = 'grelout relay'"))
+                log('  %d relays after the default drain' % out['relays'][-1])
+        finally:
+            self.pause()
+            self.q('ALTER SYSTEM RESET grelout.max_workers')
+            self.q('SELECT pg_reload_conf()')
+        self.res['figures']['18'] = out
+        self.load_note('fig 18 end')
+
+    def fig19(self):
+        """figure 4's commit-to-arrival latency, at latency_low_rate."""
+        rate = self.sz['latency_low_rate']
+        log('figure 19: commit-to-arrival latency at %d msgs/s' % rate)
+        self.load_note('fig 19 start')
+        self.pause()
+        self.reset_tables()
+        out = {'rate': rate, 'grelout': [self.latency_run('grelout', self.sz['latency_seconds'],
+                                                          rate)
+                                         for _ in range(self.sz['runs'])]}
+        self.reset_tables()
+        self.res['figures']['19'] = out
+        self.load_note('fig 19 end')
+
     # -- machine -------------------------------------------------------------
     def machine(self):
         def sh(cmd):
@@ -1493,10 +1685,18 @@ class Bench:
             self.fig13()
         if want('14'):
             self.fig14()
+        if want('16'):
+            self.fig16()
+        if want('17'):
+            self.fig17()
+        if want('18'):
+            self.fig18()
         if want('9'):
             self.fig9()
         if want('4'):
             self.fig4()
+        if want('19'):
+            self.fig19()
         if want('11'):
             self.fig11()
         if want('5'):
@@ -2103,6 +2303,113 @@ def render_issue34(res, sz):
     return L, T
 
 
+def render_issue32(res, sz):
+    """figures 16 to 19's sections and the issue 32 targets table, as two
+    lists of markdown lines (empty without those figures)."""
+    f = res['figures']
+    L, T = [], []
+    med = lambda v: stats(v)[0]
+    paired = lambda a, b: statistics.median(p / q for p, q in zip(a, b))
+    if '16' in f:
+        x = f['16']
+        L.append('## 16. An endpoint 100 ms away\n')
+        L.append('The drain of %d messages at default settings (`grelout.concurrency` %s) to '
+                 'nginx\'s `/far`, which reads each POST\'s body and answers 204 100 ms later '
+                 '(the echo module\'s `echo_sleep 0.1`), beside `wrk -c%d` (the same POST, '
+                 'the ceiling: %d connections each busy 100 ms) and graphile-worker at its '
+                 'defaults (concurrency 1, %d jobs); then the same over HTTPS (%s, a CA the '
+                 'run makes), set beside the same ceiling (wrk speaks HTTP/1.1 only, and '
+                 'over TLS cannot hold that many connections on this machine). pg_net: %s.\n'
+                 % (x['messages'], x['concurrency'], x['conns'], x['conns'],
+                    x['graphile_jobs'], x.get('protocol') or 'HTTP version unknown',
+                    x['pg_net']))
+        L.append('| system | median msgs/s | min | max |\n| --- | --- | --- | --- |')
+        L.append(row3('grelout, HTTP/1.1', x['http']))
+        L.append(row3('wrk -c%d, HTTP/1.1' % x['conns'], x['wrk']))
+        L.append(row3('graphile-worker, defaults', x['graphile'], 1))
+        if x['https']:
+            L.append(row3('grelout, HTTPS', x['https']))
+        L.append('')
+        L.append('Retries in a drain (the most of any run): %d over HTTP, %s over HTTPS.\n'
+                 % (max(x['failures']), max(x['failures_https']) if x['failures_https'] else '-'))
+        r = paired(x['http'], x['wrk'])
+        T.append(('16. far', 'drain >= 0.5 x wrk -c%d against the same endpoint' % x['conns'],
+                  '%.2f x (%.0f against %.0f msgs/s)' % (r, med(x['http']), med(x['wrk'])),
+                  'yes' if r >= 0.5 else 'no'))
+        g = med(x['http']) / med(x['graphile'])
+        T.append(('16. far', 'drain >= 10 x graphile-worker and pg_net at their defaults',
+                  '%.0f x graphile-worker (%.1f jobs/s); pg_net %s'
+                  % (g, med(x['graphile']), x['pg_net']), 'yes' if g >= 10 else 'no'))
+        if x['https']:
+            r = paired(x['https'], x['wrk'])
+            T.append(('16. far, HTTPS', 'drain over HTTPS (%s) >= 0.4 x the ceiling'
+                      % (x.get('protocol') or '?'),
+                      '%.2f x wrk -c%d (%.0f against %.0f)'
+                      % (r, x['conns'], med(x['https']), med(x['wrk'])),
+                      'yes' if r >= 0.4 else 'no'))
+    if '17' in f:
+        x = f['17']
+        L.append('## 17. An endpoint with a knee\n')
+        L.append('The drain of %d messages at default settings to nginx\'s `/knee`, which '
+                 'answers at most %d requests a second (`limit_req`, a burst of a million: '
+                 'the rest wait in its queue, none refused), so that an answer\'s latency '
+                 'grows with the requests in flight. A request that timed out would be a '
+                 'retry.\n' % (x['messages'], x['limit']))
+        L.append('| run | msgs/s | retries | handler\'s last error |\n| --- | --- | --- | --- |')
+        for i, v in enumerate(x['rates']):
+            L.append('| %d | %.0f | %d | %s |' % (i + 1, v, x['failures'][i],
+                                                 x['errors'][i] or '-'))
+        L.append('')
+        m = med(x['rates'])
+        T.append(('17. knee', 'deliveries/s >= 0.9 x %d, no request timing out' % x['limit'],
+                  '%.0f/s (%.2f x), %d retries at most' % (m, m / x['limit'], max(x['failures'])),
+                  'yes' if m >= 0.9 * x['limit'] and max(x['failures']) == 0 else 'no'))
+    if '18' in f:
+        x = f['18']
+        L.append('## 18. All the cores\n')
+        if 'missing' in x:
+            L.append('Not measured (%s).\n' % x['missing'])
+            T.append(('18. near', 'default drain >= 1.8 x one relay\'s', 'not measured', '-'))
+        else:
+            L.append('The figure 2 drain of %d messages to instant nginx at default settings '
+                     '(`grelout.max_workers` %s: relays added while one is saturated), against '
+                     'the same with `grelout.max_workers = 1` (one relay), interleaved run by '
+                     'run; relay CPU is all relays\' CPU over the deliveries.\n'
+                     % (x['messages'], x['max_workers']))
+            L.append('| drain | median msgs/s | min | max | relay CPU us a delivery |')
+            L.append('| --- | --- | --- | --- | --- |')
+            for k, label in (('one', 'one relay'), ('default', 'default')):
+                m, lo, hi = stats(x[k])
+                L.append('| %s | %.0f | %.0f | %.0f | %.1f |'
+                         % (label, m, lo, hi, med(x['relay_us_' + k])))
+            L.append('')
+            L.append('Relays after each default drain: %s.\n'
+                     % ', '.join(str(v) for v in x['relays']))
+            r = paired(x['default'], x['one'])
+            cpu_d, cpu_1 = med(x['relay_us_default']), med(x['relay_us_one'])
+            T.append(('18. near', 'default drain >= 1.8 x one relay\'s, relay CPU a delivery '
+                      'not above one relay\'s (10%% spread)',
+                      '%.2f x; %.1f against %.1f us a delivery' % (r, cpu_d, cpu_1),
+                      'yes' if r >= 1.8 and cpu_d <= 1.1 * cpu_1 else 'no'))
+    if '19' in f:
+        x = f['19']
+        L.append('## 19. Latency at %d msgs/s\n' % x['rate'])
+        L.append('Figure 4\'s measurement (one message a transaction, the publisher\'s clock '
+                 'after COMMIT, the receiver\'s when the request has arrived) at %d msgs/s.\n'
+                 % x['rate'])
+        L.append('| run | n | p50 ms | p95 ms | p99 ms | max ms |\n| --- | --- | --- | --- | --- | --- |')
+        for i, r in enumerate(x['grelout']):
+            L.append('| %d | %d | %.2f | %.2f | %.2f | %.2f |'
+                     % (i + 1, r['n'], r['p50'], r['p95'], r['p99'], r['max']))
+        L.append('')
+        # (at 50 msgs/s: figure 4's, in the issue 14 table)
+        p99 = med([r['p99'] for r in x['grelout']])
+        T.append(('19. latency', 'commit-to-webhook p99 < 2 ms at %d msgs/s (at 50: figure 4, '
+                  'issue 14\'s table)' % x['rate'],
+                  '%.2f ms (median of the runs\' p99)' % p99, 'yes' if p99 < 2 else 'no'))
+    return L, T
+
+
 def render_issue11(res, sz):
     """figure 8's section and the issue 11 targets table, as two lists of
     markdown lines (both empty without figure 8)."""
@@ -2492,6 +2799,8 @@ def render(res, sz, quick):
     L.extend(sections14)
     sections34, targets34 = render_issue34(res, sz)
     L.extend(sections34)
+    sections32, targets32 = render_issue32(res, sz)
+    L.extend(sections32)
     mem = res.get('mem', [])
     first = next((s for s in mem if s['label'] == 'after first drain'), None)
     second = next((s for s in mem if s['label'] == 'after %d' % sz['mem_second']), None)
@@ -2546,6 +2855,11 @@ def render(res, sz, quick):
         L.append('## Targets (issue 34)\n')
         L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
         L.extend('| %s | %s | %s | %s |' % t for t in targets34)
+        L.append('')
+    if targets32:
+        L.append('## Targets (issue 32)\n')
+        L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
+        L.extend('| %s | %s | %s | %s |' % t for t in targets32)
         L.append('')
     for note in res.get('notes', []):
         L.append('Note: %s\n' % note)
@@ -2636,6 +2950,12 @@ def main():
     if len(sys.argv) >= 2 and sys.argv[1] == 'receiver':
         receiver(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 0.0)
         return 0
+    # as many open files as the hard limit allows, for this process and the
+    # ones it starts (figure 16's wrk -c2000: the postgres user's soft limit
+    # is 1024 on Debian)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     ap = argparse.ArgumentParser()
     ap.add_argument('--mode', choices=('full', 'quick'), default='full')
     ap.add_argument('--work', required=True)

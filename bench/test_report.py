@@ -242,6 +242,71 @@ ok('Not measured (bench/run started no HTTPS nginx).' in text
 ok('## Targets (issue 34)' not in bench.render(run(15, 10000.0, 4.0), full, False),
    'a run without figure 14 has no issue 34 table')
 
+# --- speed toward far endpoints (issue 32, figures 16 to 19) -------------------
+def far_run(far, wrk, https, graphile, knee, knee_failures, one, default,
+            cpu_one, cpu_default, p99_20, p99_50):
+    """a run with figures 16 to 19 (and figure 4's latency at 50 msgs/s)."""
+    res = run(15, 10000.0, 4.0)
+    res['figures']['16'] = {
+        'messages': 20000, 'conns': 2000, 'http': far, 'wrk': wrk, 'failures': [0] * 3,
+        'https': https, 'failures_https': [0] * 3,
+        'protocol': 'HTTP/2', 'graphile': graphile, 'graphile_jobs': 200,
+        'concurrency': '5000', 'pg_net': 'not measured: pg_net is not in Debian\'s packages'}
+    res['figures']['17'] = {'messages': 6000, 'limit': 300, 'rates': knee,
+                            'failures': knee_failures, 'errors': [None] * 3}
+    res['figures']['18'] = {'messages': 100000, 'default': default, 'one': one,
+                            'relays': [2, 2, 2], 'max_workers': '2',
+                            'relay_us_default': cpu_default, 'relay_us_one': cpu_one}
+    lat = lambda p99: {'n': 200, 'p50': 0.7, 'p95': 1.2, 'p99': p99, 'max': p99 + 1}
+    res['figures']['19'] = {'rate': 20, 'grelout': [lat(v) for v in p99_20]}
+    res['figures']['4'] = {'rate': 50, 'grelout': [lat(v) for v in p99_50],
+                           'graphile': [lat(5.0)] * 3}
+    return res
+
+
+text = bench.render(far_run([12000.0, 11000.0, 13000.0], [19000.0] * 3, [8000.0] * 3,
+                            [9.5, 9.8, 9.6], [295.0, 290.0, 299.0], [0, 0, 0],
+                            [15000.0] * 3, [28000.0, 29000.0, 27000.0], [60.0] * 3,
+                            [62.0] * 3, [1.5, 1.9, 1.7], [1.8, 1.6, 2.4]), full, False)
+ok(all(h in text for h in ('## 16. An endpoint 100 ms away (PostgreSQL 15)',
+                           '## 17. An endpoint with a knee (PostgreSQL 15)',
+                           '## 18. All the cores (PostgreSQL 15)',
+                           '## 19. Latency at 20 msgs/s (PostgreSQL 15)',
+                           '## Targets (issue 32)')),
+   'figures 16 to 19 have their sections and an issue 32 targets table')
+t = rows(text, '| 16. far |')
+ok(len(t) == 2 and '0.63 x' in t[0] and t[0].endswith('| yes |')
+   and '1250 x graphile-worker' in t[1] and 'pg_net not measured' in t[1]
+   and t[1].endswith('| yes |'),
+   'far: the median of the runs\' ratios to wrk, and the ratio to graphile-worker (%s)' % t)
+t = rows(text, '| 16. far, HTTPS')
+ok(t and '0.42 x' in t[0] and t[0].endswith('| yes |'), 'far over HTTPS against the ceiling (%s)' % t)
+t = rows(text, '| 17. knee')
+ok(t and '295/s' in t[0] and t[0].endswith('| yes |'), 'knee: 295/s with no retry meets 0.9 x 300 (%s)' % t)
+t = rows(text, '| 18. near')
+ok(t and '1.87 x' in t[0] and t[0].endswith('| yes |'), 'near: 1.87 x one relay, CPU within 10%% (%s)' % t)
+t = rows(text, '| 19. latency')
+ok(len(t) == 1 and '1.70 ms' in t[0] and t[0].endswith('| yes |'),
+   'latency: the median of the runs\' p99 at 20 msgs/s under 2 ms (%s)' % t)
+
+text = bench.render(far_run([5000.0] * 3, [19000.0] * 3, [7000.0] * 3,
+                            [9.5] * 3, [295.0, 290.0, 299.0], [0, 3, 0], [15000.0] * 3,
+                            [20000.0] * 3, [60.0] * 3, [70.0] * 3, [2.5] * 3, [1.0] * 3),
+                    full, False)
+ok(rows(text, '| 16. far |')[0].endswith('| no |'), 'far at 0.26 x wrk misses its target')
+ok(rows(text, '| 16. far, HTTPS')[0].endswith('| no |'), 'far over HTTPS at 0.37 x misses its target')
+ok(rows(text, '| 17. knee')[0].endswith('| no |'), 'knee: a retry (a timeout) in a run misses the target')
+ok(rows(text, '| 18. near')[0].endswith('| no |'), 'near: 1.33 x and more CPU a delivery misses the target')
+ok(rows(text, '| 19. latency')[0].endswith('| no |'), 'latency: p99 2.5 ms at 20 msgs/s misses the target')
+res = far_run([1.0] * 3, [1.0] * 3, [1.0] * 3, [1.0] * 3, [1.0] * 3, [0] * 3,
+              [1.0] * 3, [1.0] * 3, [1.0] * 3, [1.0] * 3, [1.0] * 3, [1.0] * 3)
+res['figures']['18'] = {'missing': 'this grelout has no grelout.max_workers'}
+text = bench.render(res, full, False)
+ok('Not measured (this grelout has no grelout.max_workers).' in text
+   and rows(text, '| 18. near')[0].endswith('| - |'), 'figure 18 not measured: said, not judged')
+ok('## Targets (issue 32)' not in bench.render(run(15, 10000.0, 4.0), full, False),
+   'a run without figures 16 to 19 has no issue 32 table')
+
 print('1..%d' % len(checks))
 for i, (passed, name) in enumerate(checks, 1):
     print('%sok %d - %s' % ('' if passed else 'not ', i, name))
