@@ -314,9 +314,9 @@ health_snapshot(HealthEntry *e, HealthWrite *w)
  *	- a failure of a request that was in flight when the breaker opened is
  *	  held too: the breaker, not the message, decided its fate;
  *	- a 429 or 503 with Retry-After pauses the whole handler (pause_ms);
- *	- a 4xx that the message can cause (HEALTH_MESSAGE) changes nothing:
- *	  it neither counts nor resets the failures, and its delivery is never
- *	  held.  A probe answered so has consumed its attempt; the breaker
+ *	- a 4xx that the message can cause (HEALTH_MESSAGE) changes nothing
+ *	  but the last error and its time: it neither counts nor resets the
+ *	  failures, and its delivery is never held.  A probe answered so has consumed its attempt; the breaker
  *	  stays as it was, with the probe given back (above), so the next
  *	  delivery goes as the probe at once: its probe time has passed.
  *
@@ -394,6 +394,9 @@ health_outcome(HealthEntry *e, HealthOutcome kind, bool probe, int64 pause_ms,
 			}
 			break;
 		case HEALTH_MESSAGE:
+			/* the message's fault: shown, neither counted nor a reset */
+			e->last_failure_at = now;
+			strlcpy(e->last_error, error ? error : "", sizeof(e->last_error));
 			break;
 	}
 	if (t == HEALTH_OPENED || t == HEALTH_REOPENED)

@@ -86,6 +86,10 @@ is(sq("SELECT string_agg(DISTINCT attempts::text || ' ' || last_error, ',') FROM
 		  . " WHERE topic = 'shared.t' AND state = 'dead'"),
 	'3 HTTP 400: malformed payload', 'each after its 3 attempts, with the 400 as last_error');
 is(health('shared'), 'closed|0', 'the shared breaker is closed, no failure counted');
+is(sq("SELECT last_error || ' ' || (last_failure_at IS NOT NULL) FROM grelout.handler_status"
+		  . " WHERE handler = 'shared'"),
+	'HTTP 400: malformed payload true',
+	"handler_status still shows the 400 as the handler's last error, and when");
 unlike(log_since($node, $offset), qr/grelout handler "shared" breaker opened/,
 	'no "breaker opened" for the shared handler');
 is(sq("SELECT count(*) FROM grelout.handler_health WHERE handler = 'shared'"), '0',
