@@ -24,8 +24,8 @@
  *	  finished meanwhile wait in the next batch;
  *	- an export the collector does not take (no answer, a timeout, an
  *	  answer other than 2xx) is dropped, not retried, and its spans counted
- *	  as dropped; its failure is logged once, and so is the collector's
- *	  return (not once a batch);
+ *	  as dropped; its failure is logged once for an endpoint, and so is
+ *	  the collector's return (not once a batch);
  *	- the export is not a request of the relay's deliveries: it takes no
  *	  request slot (jobs_running), and a stopping relay does not wait for
  *	  it (what is pending or in flight then is counted as dropped).
@@ -71,7 +71,8 @@ static struct
 	int			npending;
 	MonoTime	first_at;		/* when the oldest pending span came */
 	SpanExport *export;			/* in flight, or NULL */
-	bool		failing;		/* the last export failed (and was logged) */
+	char	   *failing;		/* the endpoint whose last export failed (and
+								 * was logged), or NULL */
 } spans;
 
 /* spans_init: the engine exports go through (the relay's, at its start). */
@@ -330,7 +331,7 @@ spans_timeout(long timeout)
 /*
  * spans_export_done: the export in flight finished: its spans counted as
  * exported (a 2xx answer) or dropped; a failure logged once until an
- * export succeeds again.
+ * export succeeds again or the endpoint changes.
  */
 void
 spans_export_done(HttpRequest *req)
@@ -342,11 +343,14 @@ spans_export_done(HttpRequest *req)
 	if (req->result == CURLE_OK && req->status >= 200 && req->status < 300)
 	{
 		grelout_slot_spans(MyRelay.slot, e->nspans, 0);
-		if (spans.failing)
+		if (spans.failing != NULL)
+		{
 			ereport(LOG,
 					(errmsg("grelout relay %d exports spans to the OTLP collector again",
 							MyRelay.relay)));
-		spans.failing = false;
+			pfree(spans.failing);
+			spans.failing = NULL;
+		}
 	}
 	else
 	{
@@ -357,13 +361,15 @@ spans_export_done(HttpRequest *req)
 		else
 			http_request_describe_error(req, why, sizeof(why));
 		grelout_slot_spans(MyRelay.slot, 0, e->nspans);
-		if (!spans.failing)
+		if (spans.failing == NULL || strcmp(spans.failing, e->url) != 0)
 			ereport(LOG,
 					(errmsg("grelout relay %d could not export %d spans to the OTLP collector: %s",
 							MyRelay.relay, e->nspans, why),
 					 errdetail("Spans are dropped and counted in grelout_relay_spans_dropped_total until an export succeeds; deliveries are not affected."),
 					 errhint("Check grelout.otlp_endpoint and the collector.")));
-		spans.failing = true;
+		if (spans.failing != NULL)
+			pfree(spans.failing);
+		spans.failing = MemoryContextStrdup(spans.cxt, e->url);
 	}
 	export_free(e);
 }

@@ -9,7 +9,8 @@
 # or query values).  A failing attempt's span has the ERROR status; a
 # message without a trace context gets a root span.  A collector that is
 # down, or stuck, delays no delivery, and its spans are counted as dropped
-# in grelout.metrics().
+# in grelout.metrics(); so does one that grelout.block_private_networks
+# refuses, as it would refuse a webhook's endpoint.
 use strict;
 use warnings;
 use File::Basename qw(dirname);
@@ -40,9 +41,11 @@ sub npm_ready
 	return $ok;
 }
 
-# start_collector(): the OTLP receiver, as {pid, port}.
+# start_collector([HOST]): the OTLP receiver, as {pid, host, port}.
 sub start_collector
 {
+	my ($host) = @_;
+	$host //= '127.0.0.1';
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	my $pid = fork();
 	die "fork failed: $!" unless defined $pid;
@@ -50,13 +53,13 @@ sub start_collector
 	{
 		open(STDOUT, '>', "$dir/otlp.out");
 		open(STDERR, '>&', \*STDOUT);
-		exec('node', "$webhooks/otlp_receiver.js", "$dir/port") or die "exec failed: $!";
+		exec('node', "$webhooks/otlp_receiver.js", "$dir/port", $host) or die "exec failed: $!";
 	}
 	wait_until(sub { -s "$dir/port" }, 20) or die "otlp_receiver.js did not start";
 	open(my $fh, '<', "$dir/port") or die;
 	my $port = <$fh>;
 	close $fh;
-	return { pid => $pid, port => $port };
+	return { pid => $pid, host => $host, port => $port };
 }
 
 my $http = HTTP::Tiny->new(timeout => 10);
@@ -65,7 +68,7 @@ my $http = HTTP::Tiny->new(timeout => 10);
 sub collector
 {
 	my ($c, $method, $what) = @_;
-	my $r = $http->request($method, "http://127.0.0.1:$c->{port}/$what");
+	my $r = $http->request($method, "http://$c->{host}:$c->{port}/$what");
 	die "collector control failed: $r->{status} $r->{content}" unless $r->{success};
 	return decode_json($r->{content});
 }
@@ -249,8 +252,31 @@ is(collector($otlp, 'GET', 'stats')->{requests}, $hung, 'no second export while 
 ok(wait_until(sub { metric('grelout_relay_spans_dropped_total') > $dropped }, 15),
 	'the hung export times out, its spans counted as dropped');
 
+# 7. the SSRF rules: a collector at a blocked address is refused, as an
+# endpoint would be (the webhooks' 127.0.0.1 allowed, the collector's
+# 127.0.0.2 not)
+my $blocked = start_collector('127.0.0.2');
+$log = log_offset($node);
+set_conf($node, 'grelout.block_private_networks' => 'on',
+	'grelout.allowed_networks' => '127.0.0.1/32',
+	'grelout.otlp_endpoint' => "http://127.0.0.2:$blocked->{port}/v1/traces");
+$dropped = metric('grelout_relay_spans_dropped_total');
+@ids = map { sq("SELECT outbox_publish('orders', '{\"blocked\": $_}')") } 1 .. 3;
+ok(wait_until(sub {
+	my %got = map { ($_->{headers}{'webhook-id'} // '') => 1 } @{ $recv->requests('/orders') };
+	!grep { !$got{$_} } @ids;
+}, 30), 'with the collector at a blocked address, every message is delivered');
+ok(wait_until(sub { metric('grelout_relay_spans_dropped_total') >= $dropped + 3 }, 20),
+	'the spans are dropped and counted');
+is(collector($blocked, 'GET', 'stats')->{requests}, 0, 'the blocked collector got nothing');
+like(log_since($node, $log), qr/could not export \d+ spans to the OTLP collector: refused to connect to loopback address 127\.0\.0\.2/,
+	'the export was refused by grelout.block_private_networks');
+
 $node->stop;
 $recv->stop;
-kill 'TERM', $otlp->{pid};
-waitpid($otlp->{pid}, 0);
+for my $c ($otlp, $blocked)
+{
+	kill 'TERM', $c->{pid};
+	waitpid($c->{pid}, 0);
+}
 done_testing();

@@ -4,9 +4,10 @@
 // and scope's attributes, and answers 200 with an empty partial success.
 // Used by test/t/093_otlp_spans.pl; Node's standard library only.
 //
-//   node otlp_receiver.js PORT_FILE
+//   node otlp_receiver.js PORT_FILE [HOST]
 //
-// Writes its port into PORT_FILE once it listens on 127.0.0.1.  Control:
+// Writes its port into PORT_FILE once it listens on HOST (127.0.0.1 by
+// default).  Control:
 //   GET  /spans     every span received, oldest first: the span's JSON as
 //                   sent, with "resource" (attributes as {key: value}),
 //                   "scope" (name) and "attrs" (its attributes as
@@ -85,6 +86,6 @@ const server = http.createServer((req, res) => {
 	});
 });
 
-server.listen(0, '127.0.0.1', () => {
+server.listen(0, process.argv[3] || '127.0.0.1', () => {
 	fs.writeFileSync(process.argv[2], String(server.address().port));
 });
