@@ -15,8 +15,9 @@
  * Exporting never delays a delivery:
  *
  *	- a finished attempt appends its span, encoded at once, to the pending
- *	  batch in the relay's memory, at most SPANS_PENDING_MAX spans; a span
- *	  that finds the batch full is dropped and counted;
+ *	  batch in the relay's memory, at most SPANS_PENDING_MAX spans and
+ *	  SPANS_PENDING_BYTES of them; a span that finds the batch full is
+ *	  dropped and counted;
  *	- the batch is sent once SPANS_BATCH spans wait, or its oldest has
  *	  waited SPANS_FLUSH_MS, as one POST through the relay's own HTTP engine
  *	  (its SSRF rules, TLS settings and wait loop), with a timeout of
@@ -43,8 +44,9 @@
 #include "otlp.h"
 #include "utils/memutils.h"
 
-/* Most spans waiting for export; more are dropped. */
+/* Most spans waiting for export, and most bytes of them; more are dropped. */
 #define SPANS_PENDING_MAX	2048
+#define SPANS_PENDING_BYTES	(4 * 1024 * 1024)
 /* A batch is sent once this many spans wait, */
 #define SPANS_BATCH			512
 /* or once its oldest span has waited this long (ms). */
@@ -197,7 +199,8 @@ spans_record(const WebhookJob *job, int status, bool delivered)
 	if (grelout_otlp_endpoint == NULL || grelout_otlp_endpoint[0] == '\0' ||
 		!span_ids(job, trace_id, span_id, parent))
 		return;
-	if (spans.npending >= SPANS_PENDING_MAX)
+	if (spans.npending >= SPANS_PENDING_MAX ||
+		(spans.pending.data != NULL && spans.pending.len >= SPANS_PENDING_BYTES))
 	{
 		grelout_slot_spans(MyRelay.slot, 0, 1);
 		return;
