@@ -733,8 +733,8 @@ jobs_fail_unsent(WebhookJob *job, const char *why)
 /*
  * jobs_collect: move the requests along and decide the outcome of every
  * finished one.  A token request goes to handler_auth.c, a span export to
- * spans.c; a request whose
- * token was refused (401) may be sent again with a new one.
+ * spans.c; a request whose token was refused (401) may be sent again with
+ * a new one.
  */
 void
 jobs_collect(void)
