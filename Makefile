@@ -30,6 +30,7 @@ OBJS = \
 	src/mask.o \
 	src/pure/topic_pattern.o \
 	src/pure/tracectx.o \
+	src/pure/otlp.o \
 	src/topic_pattern_sql.o \
 	src/publish.o \
 	src/capture.o \
@@ -52,6 +53,7 @@ OBJS = \
 	src/claim_budget.o \
 	src/handler_auth.o \
 	src/jobs.o \
+	src/spans.o \
 	src/claim_step.o \
 	src/cycle.o \
 	src/relay.o \

@@ -50,6 +50,7 @@ int			grelout_breaker_cooldown = 30000;
 int			grelout_disable_after = 5 * 24 * 3600;
 char	   *grelout_traceparent = NULL;
 char	   *grelout_tracestate = NULL;
+char	   *grelout_otlp_endpoint = NULL;
 static char *grelout_allowed_networks_string = NULL;
 static const EdgeCidrList no_networks = {0};
 const EdgeCidrList *grelout_allowed_networks = &no_networks;
@@ -205,6 +206,21 @@ assign_allowed_networks(const char *newval, void *extra)
 }
 
 /*
+ * check_otlp_endpoint: empty (no span export), or an absolute http or
+ * https URL with a host, as a handler's URL must be (edge_url_check).
+ */
+static bool
+check_otlp_endpoint(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0' ||
+		edge_url_check(*newval, strlen(*newval)) == EDGE_URL_OK)
+		return true;
+	GUC_check_errmsg("invalid value for grelout.otlp_endpoint: not an http or https URL with a host");
+	GUC_check_errhint("Give the collector's full OTLP/HTTP traces URL, such as 'http://127.0.0.1:4318/v1/traces', or '' for no span export.");
+	return false;
+}
+
+/*
  * check_database: one database name, a comma-separated list of them, or
  * "*" (every database with the extension).
  */
@@ -351,6 +367,10 @@ define_settings(void)
 							"How long the relays keep the rows of grelout.attempts before purging them; 0 means for good.",
 							NULL, &grelout_keep_attempts, 7 * 24 * 3600, 0, INT_MAX,
 							PGC_SIGHUP, ADMIN_ONLY | GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomStringVariable("grelout.otlp_endpoint",
+							   "OTLP/HTTP traces URL the relays export a span of each delivery attempt to; empty means none.",
+							   NULL, &grelout_otlp_endpoint, "",
+							   PGC_SIGHUP, ADMIN_ONLY, check_otlp_endpoint, NULL, NULL);
 
 	/*
 	 * The caller's trace context, for outbox_publish to record: any role

@@ -49,6 +49,7 @@ extern int	grelout_max_payload_size;	/* bytes */
 extern char *grelout_ca_file;
 extern char *grelout_traceparent;	/* the session's trace context (publish.c) */
 extern char *grelout_tracestate;
+extern char *grelout_otlp_endpoint;	/* OTLP/HTTP traces URL; "": no spans */
 extern bool grelout_block_private_networks;
 extern int	grelout_max_in_flight;	/* per handler, over all relays; 0: none */
 extern int	grelout_breaker_threshold;

@@ -65,12 +65,13 @@ jobs_init(HttpEngine *engine)
 
 /*
  * jobs_running: how many requests are in flight, those waiting for their
- * handler's OAuth2 token included.
+ * handler's OAuth2 token included; a span export (spans.c) is none of them.
  */
 int
 jobs_running(void)
 {
-	return http_engine_running(jobs.engine) + handler_auth_waiting();
+	return http_engine_running(jobs.engine) - spans_exporting() +
+		handler_auth_waiting();
 }
 
 /* responded: did a status line arrive (a cut body still counts)? */
@@ -599,8 +600,8 @@ finish_failed(WebhookJob *job, const Outcome *o)
 
 /*
  * finish_job: turn a finished request into an outcome, tell its handler's
- * record and health, log retries and dead letters, queue the settle, and
- * free the job.
+ * record and health, record its span, log retries and dead letters, queue
+ * the settle, and free the job.
  */
 static void
 finish_job(WebhookJob *job)
@@ -608,6 +609,8 @@ finish_job(WebhookJob *job)
 	Outcome		o = decide(job);
 
 	local_handler_finished(job, responded(&job->req));
+	spans_record(job, responded(&job->req) ? (int) job->req.status : 0,
+				 o.kind == OUTCOME_DELIVERED);
 	if (o.kind == OUTCOME_DELIVERED)
 	{
 		(void) judge_health(job, NULL);
@@ -729,8 +732,9 @@ jobs_fail_unsent(WebhookJob *job, const char *why)
 
 /*
  * jobs_collect: move the requests along and decide the outcome of every
- * finished one.  A token request goes to handler_auth.c; a request whose
- * token was refused (401) may be sent again with a new one.
+ * finished one.  A token request goes to handler_auth.c, a span export to
+ * spans.c; a request whose token was refused (401) may be sent again with
+ * a new one.
  */
 void
 jobs_collect(void)
@@ -745,6 +749,11 @@ jobs_collect(void)
 		if (req->purpose == HTTP_PURPOSE_TOKEN)
 		{
 			handler_auth_token_done(req);
+			continue;
+		}
+		if (req->purpose == HTTP_PURPOSE_SPANS)
+		{
+			spans_export_done(req);
 			continue;
 		}
 		if (handler_auth_unauthorized(job))

@@ -864,6 +864,7 @@ reconcile(const Oid *asides, int nasides)
 		slot->relay = 0;
 		slot->delivered = slot->retried = slot->dead = 0;
 		slot->cycles = slot->cycle_errors = slot->cycle_us = 0;
+		slot->spans_exported = slot->spans_dropped = 0;
 		slot->last_error_at = 0;
 		slot->last_error[0] = '\0';
 		slot->started_at = 0;

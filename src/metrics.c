@@ -100,8 +100,9 @@ handler_samples(ReturnSetInfo *rsinfo, const char *database,
 
 /*
  * relay_samples: each relay slot in use: its outcomes and database cycles
- * (their number, those rolled back, their time) since the slot went to
- * its database, its requests in flight, and whether it runs.
+ * (their number, those rolled back, their time) and its attempt spans
+ * (exported, dropped) since the slot went to its database, its requests
+ * in flight, and whether it runs.
  */
 static void
 relay_samples(ReturnSetInfo *rsinfo)
@@ -139,6 +140,10 @@ relay_samples(ReturnSetInfo *rsinfo)
 				   (double) copy.cycle_errors);
 		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_cycle_seconds_total", NULL,
 				   copy.cycle_us / 1e6);
+		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_spans_exported_total", NULL,
+				   (double) copy.spans_exported);
+		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_spans_dropped_total", NULL,
+				   (double) copy.spans_dropped);
 	}
 }
 

@@ -16,7 +16,8 @@
  *	   (claim_step.c, claim_budget.c, budget.c), building each claimed
  *	   delivery's request (webhook.c); commit;
  *	3. start the claimed requests (only after the claim has committed: no
- *	   transaction is ever open across network I/O);
+ *	   transaction is ever open across network I/O), and a batch of the
+ *	   finished attempts' spans when one is due (spans.c);
  *	4. wait on the latch, postmaster death and the HTTP sockets until the
  *	   earliest of libcurl's timers, the next due message and the poll
  *	   interval.
@@ -207,7 +208,8 @@ purge_wanted(void)
 
 /*
  * wait_timeout: how long the loop may sleep: until libcurl's next timer,
- * the next cycle's (cycle_timeout), the shutdown deadline.
+ * the pending spans' export (spans.c), the next cycle's (cycle_timeout),
+ * the shutdown deadline.
  */
 static long
 wait_timeout(void)
@@ -218,6 +220,7 @@ wait_timeout(void)
 	t = http_engine_timeout(life.engine);
 	if (t >= 0)
 		timeout = Min(timeout, t);
+	timeout = spans_timeout(timeout);
 	timeout = cycle_timeout(timeout, may_claim(), purge_wanted());
 	if (life.stopping)
 		timeout = Min(timeout, relay_ms_until(life.stop_deadline));
@@ -446,6 +449,7 @@ start_http(void)
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("could not create the HTTP engine: %m")));
 	jobs_init(life.engine);
+	spans_init(life.engine);
 }
 
 /*
@@ -506,6 +510,7 @@ grelout_relay_main(Datum arg)
 			(void) cycle_run(may_claim());
 			jobs_start_claimed();
 		}
+		spans_flush();
 		stop_if_done();
 		show_activity();
 		wait_for_work();

@@ -18,6 +18,8 @@
  *	handler_auth.c	the relay's copy of its handlers' endpoint
  *					authentication (mutual TLS, a CA of their own, OAuth2
  *					tokens)
+ *	spans.c			the span of each finished attempt, exported in
+ *					batches to an OpenTelemetry collector (OTLP/HTTP)
  *
  * The loop (relay.c) calls down: jobs to collect, a cycle when due, jobs to
  * start.  A cycle calls the settle queue (jobs.c) and the claim step, which
@@ -119,6 +121,7 @@ extern void claim_budget_close(WebhookJob *claimed, bool committed);
 /* What a request of the relay's HTTP engine is for (HttpRequest.purpose). */
 #define HTTP_PURPOSE_WEBHOOK	0	/* a WebhookJob's */
 #define HTTP_PURPOSE_TOKEN		1	/* an OAuth2 token request (handler_auth.c) */
+#define HTTP_PURPOSE_SPANS		2	/* a batch of spans to the OTLP collector */
 
 /* handler_auth.c */
 extern void handler_auth_init(HttpEngine *engine);
@@ -128,6 +131,15 @@ extern void handler_auth_tls(WebhookJob *job);
 extern int	handler_auth_waiting(void);
 extern bool handler_auth_unauthorized(WebhookJob *job);
 extern void handler_auth_token_done(HttpRequest *req);
+
+/* spans.c */
+extern void spans_init(HttpEngine *engine);
+extern int	spans_exporting(void);
+extern void spans_record(const WebhookJob *job, int status, bool delivered);
+extern void spans_flush(void);
+extern long spans_timeout(long timeout);
+extern void spans_export_done(HttpRequest *req);
+extern void spans_stop(void);
 
 /* jobs.c */
 extern void jobs_init(HttpEngine *engine);

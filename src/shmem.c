@@ -293,6 +293,19 @@ grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
 }
 
 /*
+ * grelout_slot_spans: count attempt spans the OTLP collector took, and
+ * those dropped (spans.c).
+ */
+void
+grelout_slot_spans(GreloutRelaySlot *slot, int exported, int dropped)
+{
+	SpinLockAcquire(&slot->mutex);
+	slot->spans_exported += (uint64) Max(exported, 0);
+	slot->spans_dropped += (uint64) Max(dropped, 0);
+	SpinLockRelease(&slot->mutex);
+}
+
+/*
  * grelout_slot_cycle: count a database cycle, whether it committed, and
  * its time in microseconds.
  */

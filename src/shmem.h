@@ -64,6 +64,8 @@ typedef struct GreloutRelaySlot
 	uint64		cycles;			/* database cycles run (grelout.metrics()) */
 	uint64		cycle_errors;	/* of them, rolled back */
 	uint64		cycle_us;		/* their time: settle, claim, commit */
+	uint64		spans_exported; /* attempt spans the OTLP collector took */
+	uint64		spans_dropped;	/* attempt spans lost (spans.c) */
 	TimestampTz last_error_at;
 	char		last_error[GRELOUT_LAST_ERROR_MAX];
 } GreloutRelaySlot;
@@ -193,6 +195,7 @@ extern void grelout_wake_launcher(bool rescan, Oid extension_in);
 extern bool grelout_aside_pending(Oid dboid);
 extern bool grelout_database_served(Oid dboid);
 extern void grelout_slot_set_activity(GreloutRelaySlot *slot, const char *activity);
+extern void grelout_slot_spans(GreloutRelaySlot *slot, int exported, int dropped);
 extern void grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
 							   int dead, int in_flight);
 extern void grelout_slot_error(GreloutRelaySlot *slot, const char *error);

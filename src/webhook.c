@@ -168,12 +168,15 @@ child_traceparent(const char *value, int len, char *out)
  * drop its own header of that name with them) are not sent.  This holds
  * for messages stored before 1.2, or around the publish checks, too: they
  * are sent without those headers rather than refused.  A message's
- * traceparent goes out as child_traceparent makes it.
+ * traceparent goes out as child_traceparent makes it, kept in the job
+ * (job, NULL for the handler's headers) with the message's span id, for
+ * the attempt's span (spans.c).
  */
 static void
 append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
-					bool from_message)
+					WebhookJob *job)
 {
+	bool		from_message = (job != NULL);
 	JsonbIterator *it;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
@@ -208,6 +211,9 @@ append_json_headers(HeaderLines *list, Jsonb *headers, Jsonb *handler,
 			if (clen > 0)
 			{
 				append_header(list, name, nlen, child, (int) clen);
+				memcpy(job->trace_sent, child, clen + 1);
+				memcpy(job->trace_parent_id, v.val.string.val + 36, 16);
+				job->trace_parent_id[16] = '\0';
 				continue;
 			}
 		}
@@ -309,10 +315,10 @@ add_headers(WebhookJob *job, HeapTuple tup, TupleDesc desc)
 	d = SPI_getbinval(tup, desc, CLAIM_HANDLER_HEADERS, &isnull);
 	handler = isnull ? NULL : DatumGetJsonbP(d);
 	if (handler)
-		append_json_headers(h, handler, NULL, false);
+		append_json_headers(h, handler, NULL, NULL);
 	d = SPI_getbinval(tup, desc, CLAIM_HEADERS, &isnull);
 	if (!isnull)
-		append_json_headers(h, DatumGetJsonbP(d), handler, true);
+		append_json_headers(h, DatumGetJsonbP(d), handler, job);
 	job->req.headers = header_list(h);
 }
 

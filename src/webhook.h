@@ -17,6 +17,7 @@
 #include "http.h"
 #include "lib/ilist.h"
 #include "spi_helpers.h"
+#include "tracectx.h"
 
 #define GRELOUT_USER_AGENT		"grelout/" GRELOUT_VERSION
 
@@ -40,6 +41,9 @@ typedef struct WebhookJob
 	bool		probe;			/* its handler's breaker probe */
 	struct curl_slist *bearer;	/* its OAuth2 Authorization line, or NULL */
 	bool		token_retried;	/* sent again with a new token after a 401 */
+	/* the traceparent the attempt sends (child_traceparent), or "" */
+	char		trace_sent[TRACECTX_CHILD_LEN + 1];
+	char		trace_parent_id[17];	/* the message's span id, or "" */
 	struct WebhookJob *next;	/* in the list of jobs to start */
 	dlist_node	in_flight;		/* in the relay's list of started jobs */
 } WebhookJob;

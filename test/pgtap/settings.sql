@@ -7,7 +7,7 @@
 -- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
 -- inside a function or transaction, so its outcome is read from psql's
 -- SQLSTATE variable; psql prints those expected errors on stderr.
-SELECT plan(185);
+SELECT plan(192);
 
 -- every setting of the contract: boot default, unit, type, context
 SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)
@@ -45,7 +45,8 @@ FROM (VALUES
 	('grelout.tracestate', '||string|user'),
 	('grelout.log_attempts', 'failed||enum|sighup'),
 	('grelout.attempt_body_max', '4096|B|integer|sighup'),
-	('grelout.keep_attempts', '604800|s|integer|sighup')) AS s(name, expected);
+	('grelout.keep_attempts', '604800|s|integer|sighup'),
+	('grelout.otlp_endpoint', '||string|sighup')) AS s(name, expected);
 
 -- the running values of the settings this cluster does not configure are
 -- the defaults, shown in PostgreSQL's units
@@ -62,7 +63,7 @@ FROM (VALUES
 	('grelout.max_in_flight', '0'), ('grelout.breaker_threshold', '5'),
 	('grelout.breaker_cooldown', '30s'), ('grelout.disable_after', '5d'),
 	('grelout.log_attempts', 'failed'), ('grelout.attempt_body_max', '4kB'),
-	('grelout.keep_attempts', '7d')) AS s(name, shown);
+	('grelout.keep_attempts', '7d'), ('grelout.otlp_endpoint', '')) AS s(name, shown);
 -- the two this cluster configures (test/regress.conf)
 SELECT is(current_setting('grelout.database'), 'grelout_regress', 'grelout.database comes from the configuration');
 SELECT is(current_setting('grelout.poll_interval'), '200ms', 'grelout.poll_interval comes from the configuration');
@@ -242,6 +243,15 @@ SELECT is(:'SQLSTATE'::text, '00000', 'keep_attempts 30d is accepted');
 ALTER SYSTEM SET grelout.keep_attempts = 0;
 SELECT is(:'SQLSTATE'::text, '00000', 'keep_attempts 0 (never purged) is accepted');
 ALTER SYSTEM RESET grelout.keep_attempts;
+ALTER SYSTEM SET grelout.otlp_endpoint = 'grpc://127.0.0.1:4317';
+SELECT is(:'SQLSTATE'::text, '22023', 'otlp_endpoint must be an http or https URL');
+ALTER SYSTEM SET grelout.otlp_endpoint = 'http:///v1/traces';
+SELECT is(:'SQLSTATE'::text, '22023', 'otlp_endpoint needs a host');
+ALTER SYSTEM SET grelout.otlp_endpoint = 'http://127.0.0.1:4318/v1/traces';
+SELECT is(:'SQLSTATE'::text, '00000', 'otlp_endpoint takes an OTLP/HTTP traces URL');
+ALTER SYSTEM SET grelout.otlp_endpoint = '';
+SELECT is(:'SQLSTATE'::text, '00000', 'otlp_endpoint '''' (no span export) is accepted');
+ALTER SYSTEM RESET grelout.otlp_endpoint;
 -- an unknown name: refused as unknown (42704) up to 16; from 17 on
 -- ALTER SYSTEM accepts unknown custom names and refuses this one for its
 -- reserved prefix (42602)
