@@ -53,6 +53,7 @@ OBJS = \
 	src/handler_auth.o \
 	src/jobs.o \
 	src/claim_step.o \
+	src/backlog.o \
 	src/cycle.o \
 	src/relay.o \
 	src/launcher.o \
