@@ -2171,8 +2171,8 @@ def render_issue33(res, sz):
     L.append('The figure 2 drain (%d messages of topic `bench`, default settings, nginx '
              'answering 204) with `grelout.log_attempts = off`, `= failed` (the default: a '
              'healthy endpoint\'s attempts are not logged) and `= all` (one `grelout.attempts` '
-             'row a delivery, written by one more statement of each settle, in its '
-             'transaction). Each run drains all three, in an order rotated run by run, the '
+             'row a delivery, inserted by each settle statement for the deliveries it '
+             'changed). Each run drains all three, in an order rotated run by run, the '
              'log emptied before each drain; each ratio is to the `off` drain of the same run, '
              'the median of the runs\' ratios. "logged" is the rows the drain left in '
              '`grelout.attempts` (`all`: one a delivery; otherwise 0).\n' % x['messages'])

@@ -83,9 +83,9 @@ static bool have_count = false;
 
 /*
  * backlog_take_turn: is the database's count due, and did this relay win
- * it?  The winner moves backlog_due_at past now, so that no other relay
- * counts while it does.  A due time too far ahead (the clock stepped
- * back) is due now.
+ * it?  The winner moves backlog_due_at past the end of its count's
+ * budget, so that no other relay counts while it does.  A due time too far
+ * ahead (the clock stepped back) is due now.
  */
 static bool
 backlog_take_turn(TimestampTz now)
@@ -97,7 +97,7 @@ backlog_take_turn(TimestampTz now)
 		(TimestampTz) expected - now <= BACKLOG_MAX_WAIT_MS * INT64CONST(1000))
 		return false;
 	return pg_atomic_compare_exchange_u64(due, &expected,
-										  (uint64) (now + BACKLOG_INTERVAL_MS * INT64CONST(1000)));
+										  (uint64) (now + (BACKLOG_BUDGET_MS + BACKLOG_INTERVAL_MS) * INT64CONST(1000)));
 }
 
 /* backlog_row: one handler's row of backlog_sql. */
