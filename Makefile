@@ -55,6 +55,7 @@ OBJS = \
 	src/jobs.o \
 	src/spans.o \
 	src/claim_step.o \
+	src/backlog.o \
 	src/cycle.o \
 	src/relay.o \
 	src/launcher.o \

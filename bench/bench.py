@@ -127,6 +127,8 @@ FULL = dict(
     knee_backlog=6_000,
     near_backlog=100_000,
     latency_low_rate=20,
+    log_backlog=50_000,
+    log_runs=3,
 )
 QUICK = dict(
     runs=1,
@@ -154,6 +156,8 @@ QUICK = dict(
     knee_backlog=600,
     near_backlog=2_000,
     latency_low_rate=20,
+    log_backlog=1_000,
+    log_runs=2,
 )
 
 # Tuned relay settings (documented in results.md and the README).
@@ -1443,6 +1447,50 @@ class Bench:
         self.res['figures']['14'] = out
         self.load_note('fig 14 end')
 
+    # -- issue 33: figure 15 ----------------------------------------------------
+    LOG_MODES = ('off', 'failed', 'all')
+
+    def fig15(self):
+        """the attempt log's cost: the figure 2 drain (default settings, nginx
+        answering 204) of log_backlog messages with grelout.log_attempts =
+        off, = failed (the default: a healthy endpoint's attempts are not
+        logged) and = all (a grelout.attempts row a delivery, written by the
+        settle).  Each of log_runs runs (at least 2) drains all three in an
+        order rotated run by run; the log is emptied before each drain and
+        its rows counted after."""
+        n = self.sz['log_backlog']
+        runs = max(2, self.sz['log_runs'])
+        modes = list(self.LOG_MODES)
+        log('figure 15: attempt log, drain of %d with log_attempts off, failed, all'
+            ' (default settings, %d runs)' % (n, runs))
+        self.load_note('fig 15 start')
+        out = {'messages': n, 'order': [], 'logged': {m: [] for m in modes},
+               'relay_us': {m: [] for m in modes}, 'failures': {m: [] for m in modes}}
+        out.update((m, []) for m in modes)
+        try:
+            for run in range(runs):
+                order = modes[run % 3:] + modes[:run % 3]
+                out['order'].append(order)
+                for mode in order:
+                    label = 'log_attempts %s run %d' % (mode, run + 1)
+                    self.pause()
+                    self.set_conf(grelout__log_attempts=mode)
+                    self.q('TRUNCATE grelout.attempts')
+                    out[mode].append(self.drain(n, label))
+                    out['logged'][mode].append(self.q1('SELECT count(*) FROM grelout.attempts'))
+                    out['failures'][mode].append(self.drain_failures)
+                    out['relay_us'][mode].extend(c['relay_us'] for c in self.res['drain_cpu']
+                                                 if c['label'] == label)
+                    log('  %s: %d attempts logged' % (label, out['logged'][mode][-1]))
+        finally:
+            self.pause()
+            self.q('ALTER SYSTEM RESET grelout.log_attempts')
+            self.q('SELECT pg_reload_conf()')
+            self.q('TRUNCATE grelout.attempts')
+        self.q('VACUUM ANALYZE grelout.outbox, grelout.fanout, grelout.attempts')
+        self.res['figures']['15'] = out
+        self.load_note('fig 15 end')
+
     def https_protocol(self, url):
         """the HTTP version nginx's HTTPS server speaks to libcurl (curl's
         command line, same CA): what the relay's engine gets by ALPN."""
@@ -1697,6 +1745,8 @@ class Bench:
             self.fig17()
         if want('18'):
             self.fig18()
+        if want('15'):
+            self.fig15()
         if want('9'):
             self.fig9()
         if want('4'):
@@ -2413,6 +2463,61 @@ def render_issue32(res, sz):
         T.append(('19. latency', 'commit-to-webhook p99 < 2 ms at %d msgs/s (at 50: figure 4, '
                   'issue 14\'s table)' % x['rate'],
                   '%.2f ms (median of the runs\' p99)' % p99, 'yes' if p99 < 2 else 'no'))
+LOG_TARGET_ALL = 0.85      # issue 33: log_attempts = all >= 0.85 x off
+LOG_TARGET_FAILED = 0.95   # issue 33: the default, healthy endpoint: no measurable cost
+
+
+def render_issue33(res, sz):
+    """figure 15's section and the issue 33 targets table, as two lists of
+    markdown lines (both empty without figure 15)."""
+    f = res['figures']
+    if '15' not in f:
+        return [], []
+    x = f['15']
+    med = lambda v: stats(v)[0]
+    paired = lambda a, b: statistics.median(p / q for p, q in zip(a, b))
+    modes = [m for m in ('off', 'failed', 'all') if x.get(m)]
+    L, T = ['## 15. Attempt log\n'], []
+    L.append('The figure 2 drain (%d messages of topic `bench`, default settings, nginx '
+             'answering 204) with `grelout.log_attempts = off`, `= failed` (the default: a '
+             'healthy endpoint\'s attempts are not logged) and `= all` (one `grelout.attempts` '
+             'row a delivery, inserted by each settle statement for the deliveries it '
+             'changed). Each run drains all three, in an order rotated run by run, the '
+             'log emptied before each drain; each ratio is to the `off` drain of the same run, '
+             'the median of the runs\' ratios. "logged" is the rows the drain left in '
+             '`grelout.attempts` (`all`: one a delivery; otherwise 0).\n' % x['messages'])
+    L.append('| log_attempts | median msgs/s | min | max | ratio to off | relay CPU us a delivery '
+             '| logged a drain | retries a drain |')
+    L.append('| --- | --- | --- | --- | --- | --- | --- | --- |')
+    for m in modes:
+        mm, lo, hi = stats(x[m])
+        cpu = x.get('relay_us', {}).get(m) or []
+        L.append('| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s |'
+                 % (m, mm, lo, hi, '1 (baseline)' if m == 'off' else '%.2f' % paired(x[m], x['off']),
+                    '%.1f' % med(cpu) if cpu else '-',
+                    max(x['logged'][m]) if x.get('logged', {}).get(m) else '-',
+                    max(x['failures'][m]) if x.get('failures', {}).get(m) else '-'))
+    L.append('')
+    L.append('| run | order | off | failed | all | failed / off | all / off |')
+    L.append('| --- | --- | --- | --- | --- | --- | --- |')
+    for i, o in enumerate(x.get('order', [])):
+        L.append('| %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f |'
+                 % (i + 1, ', '.join(o), x['off'][i], x['failed'][i], x['all'][i],
+                    x['failed'][i] / x['off'][i], x['all'][i] / x['off'][i]))
+    L.append('')
+    r_all, r_failed = paired(x['all'], x['off']), paired(x['failed'], x['off'])
+    L.append('Ratios to `off`, median of the runs\' ratios: all **%.2f**, failed **%.2f**.\n'
+             % (r_all, r_failed))
+    T.append(('15. log_attempts = all', 'drain >= %.2f x the drain with `off`' % LOG_TARGET_ALL,
+              '%.2f x (median of the runs\' ratios; medians %.0f against %.0f msgs/s)'
+              % (r_all, med(x['all']), med(x['off'])), 'yes' if r_all >= LOG_TARGET_ALL else 'no'))
+    T.append(('15. log_attempts = failed (default)', 'no measurable cost with a healthy endpoint: '
+              'drain >= %.2f x `off`, nothing logged' % LOG_TARGET_FAILED,
+              '%.2f x (medians %.0f against %.0f msgs/s); %d rows logged'
+              % (r_failed, med(x['failed']), med(x['off']), max(x['logged']['failed'])),
+              'yes' if r_failed >= LOG_TARGET_FAILED and max(x['logged']['failed']) == 0 else 'no'))
+    if sz.get('log_backlog') != FULL['log_backlog']:
+        T.append(('note', 'sizes of this run', 'backlog %d' % x['messages'], '-'))
     return L, T
 
 
@@ -2807,6 +2912,8 @@ def render(res, sz, quick):
     L.extend(sections34)
     sections32, targets32 = render_issue32(res, sz)
     L.extend(sections32)
+    sections33, targets33 = render_issue33(res, sz)
+    L.extend(sections33)
     mem = res.get('mem', [])
     first = next((s for s in mem if s['label'] == 'after first drain'), None)
     second = next((s for s in mem if s['label'] == 'after %d' % sz['mem_second']), None)
@@ -2866,6 +2973,10 @@ def render(res, sz, quick):
         L.append('## Targets (issue 32)\n')
         L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
         L.extend('| %s | %s | %s | %s |' % t for t in targets32)
+    if targets33:
+        L.append('## Targets (issue 33)\n')
+        L.append('| figure | target | measured | met |\n| --- | --- | --- | --- |')
+        L.extend('| %s | %s | %s | %s |' % t for t in targets33)
         L.append('')
     for note in res.get('notes', []):
         L.append('Note: %s\n' % note)

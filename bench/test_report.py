@@ -307,6 +307,52 @@ ok('Not measured (this grelout has no grelout.max_workers).' in text
 ok('## Targets (issue 32)' not in bench.render(run(15, 10000.0, 4.0), full, False),
    'a run without figures 16 to 19 has no issue 32 table')
 
+
+# --- attempt log (issue 33, figure 15) -----------------------------------------
+def log_run(failed, all_, logged_failed=0, n=50000):
+    """a run with figure 15's drains: off at 1000, 1100, 900 msgs/s in its
+    three runs, failed and all at the given ratios to it, run by run."""
+    off = [1000.0, 1100.0, 900.0]
+    res = run(15, 10000.0, 4.0)
+    res['figures']['15'] = {
+        'messages': n, 'order': [['off', 'failed', 'all'], ['failed', 'all', 'off'],
+                                 ['all', 'off', 'failed']],
+        'off': off, 'failed': [o * r for o, r in zip(off, failed)],
+        'all': [o * r for o, r in zip(off, all_)],
+        'logged': {'off': [0] * 3, 'failed': [0, logged_failed, 0], 'all': [n] * 3},
+        'failures': {k: [0] * 3 for k in ('off', 'failed', 'all')},
+        'relay_us': {k: [50.0] for k in ('off', 'failed', 'all')}}
+    return res
+
+
+text = bench.render(log_run([1.0, 0.97, 1.01], [0.86, 0.80, 0.90]), full, False)
+ok('## 15. Attempt log (PostgreSQL 15)' in text and '## Targets (issue 33)' in text,
+   'figure 15 has its section and an issue 33 targets table')
+ok(rows(text, '| all |') == ['| all | 860 | 810 | 880 | 0.86 | 50.0 | 50000 | 0 |'],
+   'each mode\'s row: median, min, max msgs/s, the median of the runs\' ratios to off, rows logged (%s)'
+   % rows(text, '| all |'))
+ok(rows(text, '| 2 | failed, all, off | 1100 | 1067 | 880 | 0.97 | 0.80 |'),
+   'each run\'s order, rates and ratios are listed (%s)' % rows(text, '| 2 |'))
+ok('all **0.86**, failed **1.00**' in text, 'the ratios line: all / off and failed / off')
+t = rows(text, '| 15. ')
+ok(len(t) == 2 and '0.86 x' in t[0] and t[0].endswith('| yes |'),
+   'log_attempts = all at 0.86 x (median of 0.86, 0.80, 0.90) meets the 0.85 target (%s)' % t[:1])
+ok(len(t) == 2 and '1.00 x' in t[1] and t[1].endswith('| yes |'),
+   'the default at 1.00 x, nothing logged, meets its target (%s)' % t[1:])
+ok(not rows(text, '| note | sizes of this run | backlog'), 'a full-size run adds no size note')
+text = bench.render(log_run([0.93, 0.94, 1.0], [0.84, 0.83, 0.90]), full, False)
+t = rows(text, '| 15. ')
+ok(len(t) == 2 and '0.84 x' in t[0] and t[0].endswith('| no |') and t[1].endswith('| no |'),
+   'all at 0.84 x and the default at 0.94 x miss their targets (%s)' % t)
+text = bench.render(log_run([1.0] * 3, [1.0] * 3, logged_failed=3), full, False)
+t = rows(text, '| 15. log_attempts = failed')
+ok(t and '3 rows logged' in t[0] and t[0].endswith('| no |'),
+   'the default logging a healthy endpoint\'s attempts misses its target (%s)' % t)
+text = bench.render(log_run([1.0] * 3, [1.0] * 3, n=1000), dict(bench.QUICK), True)
+ok(rows(text, '| note | sizes of this run | backlog 1000'), 'a quick run says its backlog')
+ok('## Targets (issue 33)' not in bench.render(run(15, 10000.0, 4.0), full, False),
+   'a run without figure 15 has no issue 33 table')
+
 print('1..%d' % len(checks))
 for i, (passed, name) in enumerate(checks, 1):
     print('%sok %d - %s' % ('' if passed else 'not ', i, name))

@@ -17,7 +17,9 @@
  *	   claims left over from before the server started are due again
  *	   (lease recovery, done by the first relay of the database), route
  *	   and claim;
- *	4. one batch of the retention purges, when it is due.
+ *	4. one batch of the retention purges, when it is due;
+ *	5. under 1.1, count the handlers' backlog for grelout.metrics(), when
+ *	   it is due and this relay's turn (backlog.c).
  *
  * The transaction pins what its statements rely on (relay.c pins the
  * session's settings; the cycle arms the statement timer itself) and is
@@ -81,6 +83,10 @@ static struct
 	/* table statistics waiting to be flushed */
 	bool		stats_pending;
 	MonoTime	stats_flush_at;
+
+	/* the current cycle's time writing the outcomes, routing and claiming */
+	int64		settle_us;
+	int64		claim_us;
 } cycle;
 
 /* True while this relay owns the lease recovery of its database. */
@@ -260,12 +266,15 @@ cycle_purge_backlog(void)
 }
 
 /*
- * cycle_steps: the work of one database cycle, inside its transaction.
- * Returns whether the extension is installed.
+ * cycle_steps: the work of one database cycle, inside its transaction,
+ * timing the settle and the claim for grelout.metrics().  Returns whether
+ * the extension is installed.
  */
 static bool
 cycle_steps(bool claim, uint64 *released, bool *keyed)
 {
+	MonoTime	t;
+
 	relay_schema = store_schema();
 	if (relay_schema == STORE_SCHEMA_NONE)
 	{
@@ -274,11 +283,17 @@ cycle_steps(bool claim, uint64 *released, bool *keyed)
 		return false;
 	}
 	store_lock_outbox();
+	t = relay_now();
 	jobs_write_settles();
+	cycle.settle_us = relay_now() - t;
 	if (relay_schema >= STORE_SCHEMA_1_1)
 		health_step();
+	t = relay_now();
 	route_and_claim(claim, released, keyed);
+	cycle.claim_us = relay_now() - t;
 	purge_step();
+	if (relay_schema >= STORE_SCHEMA_1_1)
+		backlog_count();
 	return true;
 }
 
@@ -400,6 +415,7 @@ cycle_committed(bool ready, uint64 released)
 	note_extension(ready);
 	claim_dead = claim_step_committed();
 	health_committed();
+	backlog_committed();
 	jobs_settles_committed(claim_dead);
 	report_stats();
 }
@@ -446,6 +462,7 @@ cycle_failed(void)
 	jobs_drop_unstarted();
 	claim_step_failed();
 	undo_disables();
+	backlog_forget();
 	/* the settle counts stay with their queued outcomes */
 
 	for (int i = 0; i < cycle.failed_cycles && pause < ERROR_BACKOFF_MAX_MS; i++)
@@ -484,6 +501,7 @@ cycle_run(bool claim)
 	volatile bool committed = false;
 	MonoTime	started = relay_now();
 
+	cycle.settle_us = cycle.claim_us = 0;
 	PG_TRY();
 	{
 		bool		ready;
@@ -520,7 +538,8 @@ cycle_run(bool claim)
 		cycle_failed();
 	}
 	PG_END_TRY();
-	grelout_slot_cycle(MyRelay.slot, committed, relay_now() - started);
+	grelout_slot_cycle(MyRelay.slot, committed, relay_now() - started,
+					   cycle.settle_us, cycle.claim_us);
 	claim_budget_close(jobs_unstarted(), committed);
 	return committed;
 }

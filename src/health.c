@@ -125,6 +125,9 @@ health_entry(Oid dboid, const char *name, bool create)
 		e->version = 0;
 		e->in_flight = 0;
 		memset(&e->counters, 0, sizeof(e->counters));
+		e->pending = 0;
+		e->oldest_ms = 0;
+		e->backlog_at = 0;
 	}
 	LWLockRelease(health_lock);
 	if (e == NULL && !full_logged)
@@ -457,6 +460,7 @@ health_metrics(void)
 	HASH_SEQ_STATUS seq;
 	HealthEntry *e;
 	List	   *copies = NIL;
+	TimestampTz now = GetCurrentTimestamp();
 
 	if (health_hash == NULL)
 		return NIL;
@@ -470,12 +474,61 @@ health_metrics(void)
 		SpinLockAcquire(&e->mutex);
 		m->breaker = e->breaker;
 		m->in_flight = e->in_flight;
+		m->paused = (e->paused_until > now);
+		m->pending = e->pending;
+		m->oldest_ms = e->oldest_ms;
 		m->counters = e->counters;
 		SpinLockRelease(&e->mutex);
 		copies = lappend(copies, m);
 	}
 	LWLockRelease(health_lock);
 	return copies;
+}
+
+/*
+ * health_set_backlog: the database's backlog as counted at "at": the n
+ * handlers of b (entries made for those that have none yet), and nothing
+ * pending for the database's other handlers.  An entry that holds a later
+ * count (another relay's, made meanwhile) keeps it.
+ */
+void
+health_set_backlog(Oid dboid, const HealthBacklog *b, int n, TimestampTz at)
+{
+	HASH_SEQ_STATUS seq;
+	HealthEntry *e;
+
+	for (int i = 0; i < n; i++)
+	{
+		e = health_entry(dboid, b[i].name, true);
+		if (e == NULL)
+			continue;
+		SpinLockAcquire(&e->mutex);
+		if (e->backlog_at <= at)
+		{
+			e->pending = b[i].pending;
+			e->oldest_ms = b[i].oldest_ms;
+			e->backlog_at = at;
+		}
+		SpinLockRelease(&e->mutex);
+	}
+	if (health_hash == NULL)
+		return;
+	LWLockAcquire(health_lock, LW_SHARED);
+	hash_seq_init(&seq, health_hash);
+	while ((e = hash_seq_search(&seq)) != NULL)
+	{
+		if (e->key.dboid != dboid)
+			continue;
+		SpinLockAcquire(&e->mutex);
+		if (e->backlog_at < at)
+		{
+			e->pending = 0;
+			e->oldest_ms = 0;
+			e->backlog_at = at;
+		}
+		SpinLockRelease(&e->mutex);
+	}
+	LWLockRelease(health_lock);
 }
 
 /*

@@ -81,7 +81,11 @@ typedef struct HealthKey
  *   other way around;
  * - version grows at every breaker transition, and the stored row
  *   (grelout.handler_health) takes a write only with a greater version,
- *   so two relays' writes land in order.
+ *   so two relays' writes land in order;
+ * - the backlog (pending, oldest_ms, backlog_at) is written by the relay
+ *   of the database that counted it (backlog.c), all of the database's
+ *   entries in one call (health_set_backlog), and only over an older
+ *   count: backlog_at never goes back.
  */
 typedef struct HealthEntry
 {
@@ -106,6 +110,10 @@ typedef struct HealthEntry
 	TimestampTz tokens_at;
 	/* grelout.metrics() */
 	HealthCounters counters;
+	/* its backlog, as a relay of the database last counted it (backlog.c) */
+	int64		pending;		/* deliveries neither delivered nor dead */
+	int64		oldest_ms;		/* the oldest one's publish, Unix ms; 0: none */
+	TimestampTz backlog_at;		/* when counted; 0: never */
 } HealthEntry;
 
 /* One handler's state as grelout.metrics() reads it. */
@@ -114,8 +122,19 @@ typedef struct HealthMetrics
 	HealthKey	key;
 	int			breaker;
 	int			in_flight;
+	bool		paused;			/* a Retry-After pause runs now */
+	int64		pending;
+	int64		oldest_ms;
 	HealthCounters counters;
 } HealthMetrics;
+
+/* One handler's backlog, counted by a relay (backlog.c). */
+typedef struct HealthBacklog
+{
+	char		name[GRELOUT_HANDLER_NAME_MAX + 1];
+	int64		pending;
+	int64		oldest_ms;		/* Unix ms; 0: not known */
+} HealthBacklog;
 
 /* A breaker state to store, with the event to publish about it. */
 typedef struct HealthWrite
@@ -175,6 +194,8 @@ extern void health_disable_undo(Oid dboid, const char *name);
 extern void health_snapshot(HealthEntry *e, HealthWrite *w);
 extern void health_count(HealthEntry *e, HealthCount what, int64 latency_ms);
 extern List *health_metrics(void);
+extern void health_set_backlog(Oid dboid, const HealthBacklog *b, int n,
+							   TimestampTz at);
 extern void health_forget(Oid dboid, const char *name);
 extern bool health_reenabled(Oid dboid, const char *name, HealthWrite *w);
 

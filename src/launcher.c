@@ -614,6 +614,7 @@ db_entry_for(const LauncherDb *d)
 		grelout_shared->dbs[found].oid = d->oid;
 		pg_atomic_write_u32(&grelout_shared->dbs[found].leases_recovered,
 							LEASES_TO_RECOVER);
+		pg_atomic_write_u64(&grelout_shared->dbs[found].backlog_due_at, 0);
 	}
 	if (found >= 0)
 	{
@@ -865,6 +866,7 @@ reconcile(const Oid *asides, int nasides)
 		slot->delivered = slot->retried = slot->dead = 0;
 		slot->cycles = slot->cycle_errors = slot->cycle_us = 0;
 		slot->spans_exported = slot->spans_dropped = 0;
+		slot->settle_us = slot->claim_us = 0;
 		slot->last_error_at = 0;
 		slot->last_error[0] = '\0';
 		slot->started_at = 0;

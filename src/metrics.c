@@ -12,7 +12,10 @@
  * restart's reset in its stride); histogram buckets are cumulative, with
  * their _sum and _count, as Prometheus has them.  The handlers' counters
  * are kept in their health entries (health.c), the relays' in their slots
- * (shmem.c).
+ * (shmem.c).  The handlers' backlog gauges (pending, the oldest pending's
+ * age) are as a relay of their database last counted them (backlog.c, at
+ * most a second or a poll interval old); the age is computed here, from
+ * the oldest's publish time, so it grows between counts.
  *
  *-------------------------------------------------------------------------
  */
@@ -24,6 +27,7 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"	/* get_database_name from 19 */
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(grelout_metrics);
@@ -59,15 +63,20 @@ put_sample(ReturnSetInfo *rsinfo, const char *database, const char *handler,
 
 /*
  * handler_samples: one handler's counters, gauges and latency histogram
- * (the buckets summed into Prometheus' cumulative ones, bounds in seconds).
+ * (the buckets summed into Prometheus' cumulative ones, bounds in seconds);
+ * now_ms, the Unix time in milliseconds, ages the oldest pending delivery.
  */
 static void
 handler_samples(ReturnSetInfo *rsinfo, const char *database,
-				const HealthMetrics *m)
+				const HealthMetrics *m, int64 now_ms)
 {
 	const HealthCounters *c = &m->counters;
 	const char *h = m->key.name;
 	uint64		cumulative = 0;
+	double		oldest_age = 0;
+
+	if (m->pending > 0 && m->oldest_ms > 0)
+		oldest_age = Max(now_ms - m->oldest_ms, 0) / 1000.0;
 
 	put_sample(rsinfo, database, h, 0, "grelout_handler_attempts_total", NULL, (double) c->attempts);
 	put_sample(rsinfo, database, h, 0, "grelout_handler_delivered_total", NULL, (double) c->delivered);
@@ -79,6 +88,9 @@ handler_samples(ReturnSetInfo *rsinfo, const char *database,
 			   (double) c->breaker_openings);
 	put_sample(rsinfo, database, h, 0, "grelout_handler_in_flight", NULL, (double) m->in_flight);
 	put_sample(rsinfo, database, h, 0, "grelout_handler_breaker_state", NULL, (double) m->breaker);
+	put_sample(rsinfo, database, h, 0, "grelout_handler_paused", NULL, m->paused ? 1.0 : 0.0);
+	put_sample(rsinfo, database, h, 0, "grelout_handler_pending", NULL, (double) m->pending);
+	put_sample(rsinfo, database, h, 0, "grelout_handler_oldest_pending_seconds", NULL, oldest_age);
 
 	for (int i = 0; i < LATENCY_BUCKETS; i++)
 	{
@@ -100,7 +112,8 @@ handler_samples(ReturnSetInfo *rsinfo, const char *database,
 
 /*
  * relay_samples: each relay slot in use: its outcomes and database cycles
- * (their number, those rolled back, their time) and its attempt spans
+ * (their number, those rolled back, their time, and of it the time
+ * writing outcomes and routing and claiming) and its attempt spans
  * (exported, dropped) since the slot went to its database, its requests
  * in flight, and whether it runs.
  */
@@ -144,6 +157,10 @@ relay_samples(ReturnSetInfo *rsinfo)
 				   (double) copy.spans_exported);
 		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_spans_dropped_total", NULL,
 				   (double) copy.spans_dropped);
+		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_settle_seconds_total", NULL,
+				   copy.settle_us / 1e6);
+		put_sample(rsinfo, database, NULL, copy.relay, "grelout_relay_claim_seconds_total", NULL,
+				   copy.claim_us / 1e6);
 	}
 }
 
@@ -162,7 +179,11 @@ grelout_metrics(PG_FUNCTION_ARGS)
 	ListCell   *lc;
 	Oid			last_oid = InvalidOid;
 	char	   *last_name = NULL;
+	int64		now_ms;
 
+	/* Unix milliseconds, as message ids carry them */
+	now_ms = GetCurrentTimestamp() / 1000 +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
 	InitMaterializedSRF(fcinfo, 0);
 	entries = health_metrics();
 	foreach(lc, entries)
@@ -175,7 +196,7 @@ grelout_metrics(PG_FUNCTION_ARGS)
 			last_name = get_database_name(last_oid);
 		}
 		if (last_name != NULL)
-			handler_samples(rsinfo, last_name, m);
+			handler_samples(rsinfo, last_name, m, now_ms);
 	}
 	relay_samples(rsinfo);
 	PG_RETURN_VOID();

@@ -102,6 +102,11 @@ extern void cycle_wake(void);
 extern bool cycle_extension_ready(void);
 extern void cycle_flush_stats(void);
 
+/* backlog.c */
+extern void backlog_count(void);
+extern void backlog_committed(void);
+extern void backlog_forget(void);
+
 /* claim_step.c */
 extern void claim_step(int limit, bool extra, ClaimResult *r);
 extern void claim_step_woken(void);

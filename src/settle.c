@@ -222,33 +222,108 @@ static const char *release_sql_11 =
 " SELECT (SELECT count(*) FROM f) + (SELECT count(*) FROM o)";
 
 /*
- * 1.2: the rows of grelout.attempts of a batch, written in the settle's
- * transaction and before its statements, for the attempts whose delivery
- * still carries their lease (locked here, so that the settle that follows
- * finds it so): an attempt whose settle changes nothing leaves no row.
+ * 1.2: the settle statements of a batch with logged attempts: each writes
+ * the rows of grelout.attempts of the outcomes it settled (those whose
+ * delivery still carried their lease), in the same statement, so that an
+ * attempt whose settle changes nothing leaves no row and one whose settle
+ * commits always does.  The attempts' columns follow the statement's own
+ * parameters, as unnest() takes them: id, handler, attempt, started_at,
+ * duration_ms, status, error, response_body, content_type.
+ *
+ * Delivered inline rows not kept: delete_sql, and the rows it deleted.
  */
-static const char *attempts_sql_12 =
-"WITH a AS MATERIALIZED ("
-" SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::bool[],"
-"  $5::int4[], $6::timestamptz[], $7::int4[], $8::int4[], $9::text[],"
-"  $10::text[], $11::text[])"
-"  AS a(id, handler, lease, fanout, attempt, started_at, duration_ms, status,"
-"  error, response_body, content_type)),"
-" o AS ("
-" SELECT o.id FROM grelout.outbox o JOIN a ON NOT a.fanout"
-"  AND o.id = a.id AND o.lease = a.lease"
-" FOR UPDATE OF o),"
-" f AS ("
-" SELECT f.message_id, f.handler FROM grelout.fanout f JOIN a ON a.fanout"
-"  AND f.message_id = a.id AND f.handler = a.handler AND f.lease = a.lease"
-" FOR UPDATE OF f)"
+static const char *delete_log_sql_12 =
+"WITH d AS ("
+" DELETE FROM grelout.outbox o"
+" USING unnest($1::uuid[], $2::int8[]) AS s(id, lease)"
+" WHERE o.id = s.id AND o.lease = s.lease"
+" RETURNING o.id)"
 " INSERT INTO grelout.attempts (message_id, handler, attempt, started_at,"
 "  duration_ms, status, error, response_body, content_type)"
-" SELECT a.id, a.handler, a.attempt, a.started_at, a.duration_ms, a.status,"
-"  a.error, a.response_body, a.content_type"
-" FROM a"
-" WHERE (NOT a.fanout AND a.id IN (SELECT o.id FROM o))"
-"  OR (a.fanout AND (a.id, a.handler) IN (SELECT f.message_id, f.handler FROM f))";
+" SELECT a.* FROM unnest($3::uuid[], $4::text[], $5::int4[],"
+"  $6::timestamptz[], $7::int4[], $8::int4[], $9::text[], $10::text[],"
+"  $11::text[])"
+"  AS a(id, handler, attempt, started_at, duration_ms, status, error,"
+"  response_body, content_type)"
+" WHERE a.id IN (SELECT d.id FROM d)";
+
+/* 1.2: every other inline outcome: update_sql_11, and the rows it updated. */
+static const char *update_log_sql_12 =
+"WITH u AS ("
+"UPDATE grelout.outbox o SET"
+" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
+"  ELSE s.state END,"
+" attempts = CASE WHEN s.state IN ('release', 'hold')"
+"  THEN greatest(o.attempts - 1, 0) ELSE o.attempts END,"
+" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
+"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE o.available_at END,"
+" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN o.last_error"
+"  ELSE s.error END,"
+" last_status = CASE WHEN s.state = 'release' THEN o.last_status ELSE s.status END,"
+" last_duration_ms = CASE WHEN s.state = 'release' THEN o.last_duration_ms"
+"  ELSE s.duration_ms END,"
+" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
+" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
+" lease = NULL"
+" FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::float8[], $5::text[],"
+"  $6::int4[], $7::int4[])"
+"  AS s(id, lease, state, delay_ms, error, status, duration_ms)"
+" WHERE o.id = s.id AND o.lease = s.lease"
+" RETURNING o.id)"
+" INSERT INTO grelout.attempts (message_id, handler, attempt, started_at,"
+"  duration_ms, status, error, response_body, content_type)"
+" SELECT a.* FROM unnest($8::uuid[], $9::text[], $10::int4[],"
+"  $11::timestamptz[], $12::int4[], $13::int4[], $14::text[], $15::text[],"
+"  $16::text[])"
+"  AS a(id, handler, attempt, started_at, duration_ms, status, error,"
+"  response_body, content_type)"
+" WHERE a.id IN (SELECT u.id FROM u)";
+
+/*
+ * 1.2: the fan-out outcomes: fanout_update_sql_11, and the rows of the
+ * (message, handler) pairs it deleted or updated.
+ */
+static const char *fanout_update_log_sql_12 =
+"WITH s AS MATERIALIZED ("
+" SELECT * FROM unnest($1::uuid[], $2::text[], $3::int8[], $4::text[],"
+"  $5::float8[], $6::text[], $7::int4[], $8::int4[])"
+"  AS s(id, handler, lease, state, delay_ms, error, status, duration_ms)),"
+" gone AS ("
+" DELETE FROM grelout.fanout f USING s"
+" WHERE NOT $9 AND s.state = 'delivered'"
+"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
+" RETURNING f.message_id, f.handler),"
+" u AS ("
+"UPDATE grelout.fanout f SET"
+" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
+"  ELSE s.state END,"
+" attempts = CASE WHEN s.state IN ('release', 'hold')"
+"  THEN greatest(f.attempts - 1, 0) ELSE f.attempts END,"
+" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
+"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE f.available_at END,"
+" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN f.last_error"
+"  ELSE s.error END,"
+" last_status = CASE WHEN s.state = 'release' THEN f.last_status ELSE s.status END,"
+" last_duration_ms = CASE WHEN s.state = 'release' THEN f.last_duration_ms"
+"  ELSE s.duration_ms END,"
+" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
+" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
+" lease = NULL"
+" FROM s"
+" WHERE ($9 OR s.state <> 'delivered')"
+"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
+" RETURNING f.message_id, f.handler),"
+" logged AS ("
+" INSERT INTO grelout.attempts (message_id, handler, attempt, started_at,"
+"  duration_ms, status, error, response_body, content_type)"
+" SELECT a.* FROM unnest($10::uuid[], $11::text[], $12::int4[],"
+"  $13::timestamptz[], $14::int4[], $15::int4[], $16::text[], $17::text[],"
+"  $18::text[])"
+"  AS a(id, handler, attempt, started_at, duration_ms, status, error,"
+"  response_body, content_type)"
+" WHERE (a.id, a.handler) IN (SELECT gone.message_id, gone.handler FROM gone"
+"  UNION ALL SELECT u.message_id, u.handler FROM u))"
+" SELECT array_agg(DISTINCT gone.message_id) FROM gone";
 
 /* 1.2: a small batch of the attempts' rows past grelout.keep_attempts. */
 static const char *purge_attempts_sql_12 =
@@ -257,7 +332,9 @@ static const char *purge_attempts_sql_12 =
 " WHERE started_at < now() - $1 * interval '1 millisecond'"
 " LIMIT $2))";
 
-static SPIPlanPtr attempts_plan_12 = NULL;
+static SPIPlanPtr delete_log_plan_12 = NULL;
+static SPIPlanPtr update_log_plan_12 = NULL;
+static SPIPlanPtr fanout_update_log_plan_12 = NULL;
 static SPIPlanPtr purge_attempts_plan_12 = NULL;
 static SPIPlanPtr delete_plan = NULL;
 static SPIPlanPtr update_plan = NULL;
@@ -270,10 +347,34 @@ static SPIPlanPtr finalize_plan_11 = NULL;
 static SPIPlanPtr next_due_plan_11 = NULL;
 static SPIPlanPtr purge_plan_11 = NULL;
 
+/* The attempt log's rows of one batch's logged outcomes (1.2). */
+typedef struct AttemptRows
+{
+	int			n;
+	Datum	   *ids;
+	Datum	   *handlers;
+	Datum	   *attempts;
+	Datum	   *started;
+	Datum	   *durations;
+	bool	   *duration_nulls;
+	Datum	   *statuses;
+	bool	   *status_nulls;
+	Datum	   *errors;
+	bool	   *error_nulls;
+	Datum	   *bodies;
+	bool	   *body_nulls;
+	Datum	   *ctypes;
+	bool	   *ctype_nulls;
+} AttemptRows;
+
+/* The attempts' columns a settle statement takes after its own. */
+#define ATTEMPT_COLUMNS 9
+
 /* The columns of one batch of outcomes, as arrays are built from them. */
 typedef struct SettleBatch
 {
 	int			n;
+	int			size;
 	Datum	   *ids;
 	Datum	   *handlers;
 	Datum	   *leases;
@@ -285,6 +386,7 @@ typedef struct SettleBatch
 	bool	   *status_nulls;
 	Datum	   *durations;
 	bool	   *duration_nulls;
+	AttemptRows log;			/* its logged attempts; log.n 0: none */
 } SettleBatch;
 
 /* batch_init: room for n outcomes. */
@@ -292,6 +394,7 @@ static void
 batch_init(SettleBatch *b, int n)
 {
 	b->n = 0;
+	b->size = n;
 	b->ids = palloc(sizeof(Datum) * n);
 	b->handlers = palloc(sizeof(Datum) * n);
 	b->leases = palloc(sizeof(Datum) * n);
@@ -303,11 +406,78 @@ batch_init(SettleBatch *b, int n)
 	b->status_nulls = palloc(sizeof(bool) * n);
 	b->durations = palloc(sizeof(Datum) * n);
 	b->duration_nulls = palloc(sizeof(bool) * n);
+	memset(&b->log, 0, sizeof(b->log));
 }
 
-/* batch_add: one outcome. */
+/*
+ * log_add: the attempt log's row of an outcome, in its batch (the arrays
+ * made at the batch's first logged outcome).
+ */
 static void
-batch_add(SettleBatch *b, SettleItem *it)
+log_add(AttemptRows *r, int size, SettleItem *it)
+{
+	int			i;
+
+	if (r->ids == NULL)
+	{
+		r->ids = palloc(sizeof(Datum) * size);
+		r->handlers = palloc(sizeof(Datum) * size);
+		r->attempts = palloc(sizeof(Datum) * size);
+		r->started = palloc(sizeof(Datum) * size);
+		r->durations = palloc(sizeof(Datum) * size);
+		r->duration_nulls = palloc(sizeof(bool) * size);
+		r->statuses = palloc(sizeof(Datum) * size);
+		r->status_nulls = palloc(sizeof(bool) * size);
+		r->errors = palloc(sizeof(Datum) * size);
+		r->error_nulls = palloc(sizeof(bool) * size);
+		r->bodies = palloc(sizeof(Datum) * size);
+		r->body_nulls = palloc(sizeof(bool) * size);
+		r->ctypes = palloc(sizeof(Datum) * size);
+		r->ctype_nulls = palloc(sizeof(bool) * size);
+	}
+	i = r->n++;
+	r->ids[i] = UUIDPGetDatum(&it->id);
+	r->handlers[i] = CStringGetTextDatum(it->handler ? it->handler : "");
+	r->attempts[i] = Int32GetDatum(it->attempts);
+	r->started[i] = TimestampTzGetDatum(it->started_at);
+	r->duration_nulls[i] = (it->duration_ms < 0);
+	r->durations[i] = Int32GetDatum(it->duration_ms);
+	r->status_nulls[i] = (it->status <= 0);
+	r->statuses[i] = Int32GetDatum(it->status);
+	r->error_nulls[i] = (it->error == NULL);
+	r->errors[i] = it->error ? CStringGetTextDatum(it->error) : (Datum) 0;
+	r->body_nulls[i] = (it->response_body == NULL);
+	r->bodies[i] = it->response_body ? CStringGetTextDatum(it->response_body) : (Datum) 0;
+	r->ctype_nulls[i] = (it->content_type == NULL);
+	r->ctypes[i] = it->content_type ? CStringGetTextDatum(it->content_type) : (Datum) 0;
+}
+
+/*
+ * log_params: the attempts' ATTEMPT_COLUMNS arrays, as the *_log_sql_12
+ * statements take them after their own parameters, into types and values.
+ */
+static void
+log_params(AttemptRows *r, Oid *types, Datum *values)
+{
+	static const Oid log_types[ATTEMPT_COLUMNS] = {UUIDARRAYOID, TEXTARRAYOID,
+		INT4ARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID, INT4ARRAYOID,
+	TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+
+	memcpy(types, log_types, sizeof(log_types));
+	values[0] = store_array(r->ids, NULL, r->n, UUIDOID);
+	values[1] = store_array(r->handlers, NULL, r->n, TEXTOID);
+	values[2] = store_array(r->attempts, NULL, r->n, INT4OID);
+	values[3] = store_array(r->started, NULL, r->n, TIMESTAMPTZOID);
+	values[4] = store_array(r->durations, r->duration_nulls, r->n, INT4OID);
+	values[5] = store_array(r->statuses, r->status_nulls, r->n, INT4OID);
+	values[6] = store_array(r->errors, r->error_nulls, r->n, TEXTOID);
+	values[7] = store_array(r->bodies, r->body_nulls, r->n, TEXTOID);
+	values[8] = store_array(r->ctypes, r->ctype_nulls, r->n, TEXTOID);
+}
+
+/* batch_add: one outcome, and its attempt's row when it is logged (1.2). */
+static void
+batch_add(SettleBatch *b, SettleItem *it, bool log)
 {
 	int			i = b->n++;
 
@@ -325,35 +495,57 @@ batch_add(SettleBatch *b, SettleItem *it)
 	b->statuses[i] = Int32GetDatum(it->status);
 	b->duration_nulls[i] = (it->duration_ms < 0);
 	b->durations[i] = Int32GetDatum(it->duration_ms);
+	if (log && it->log_attempt)
+		log_add(&b->log, b->size, it);
 }
 
-/* settle_delete: delivered inline rows not kept, fenced by their lease. */
+/*
+ * settle_delete: delivered inline rows not kept, fenced by their lease
+ * (1.2: with the rows of their logged attempts).
+ */
 static void
 settle_delete(SettleBatch *b)
 {
-	Oid			types[2] = {UUIDARRAYOID, INT8ARRAYOID};
-	Datum		values[2];
-	int			ret;
-
-	grelout_keep_plan(&delete_plan, delete_sql, 2, types, 0);
-	values[0] = store_array(b->ids, NULL, b->n, UUIDOID);
-	values[1] = store_array(b->leases, NULL, b->n, INT8OID);
-	ret = SPI_execute_plan(delete_plan, values, NULL, false, 0);
-	if (ret != SPI_OK_DELETE)
-		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
-}
-
-/* settle_update: every other inline outcome (1.1: with status, duration). */
-static void
-settle_update(StoreSchema schema, SettleBatch *b)
-{
-	Oid			types[7] = {UUIDARRAYOID, INT8ARRAYOID, TEXTARRAYOID,
-	FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
-	Datum		values[7];
+	Oid			types[2 + ATTEMPT_COLUMNS] = {UUIDARRAYOID, INT8ARRAYOID};
+	Datum		values[2 + ATTEMPT_COLUMNS];
 	SPIPlanPtr	plan;
 	int			ret;
 
-	if (schema >= STORE_SCHEMA_1_1)
+	values[0] = store_array(b->ids, NULL, b->n, UUIDOID);
+	values[1] = store_array(b->leases, NULL, b->n, INT8OID);
+	if (b->log.n > 0)
+	{
+		log_params(&b->log, types + 2, values + 2);
+		plan = grelout_keep_plan(&delete_log_plan_12, delete_log_sql_12,
+								 2 + ATTEMPT_COLUMNS, types, 0);
+	}
+	else
+		plan = grelout_keep_plan(&delete_plan, delete_sql, 2, types, 0);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (ret != (b->log.n > 0 ? SPI_OK_INSERT : SPI_OK_DELETE))
+		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
+}
+
+/*
+ * settle_update: every other inline outcome (1.1: with status, duration;
+ * 1.2: with the rows of their logged attempts).
+ */
+static void
+settle_update(StoreSchema schema, SettleBatch *b)
+{
+	Oid			types[7 + ATTEMPT_COLUMNS] = {UUIDARRAYOID, INT8ARRAYOID, TEXTARRAYOID,
+	FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	Datum		values[7 + ATTEMPT_COLUMNS];
+	SPIPlanPtr	plan;
+	int			ret;
+
+	if (b->log.n > 0)
+	{
+		log_params(&b->log, types + 7, values + 7);
+		plan = grelout_keep_plan(&update_log_plan_12, update_log_sql_12,
+								 7 + ATTEMPT_COLUMNS, types, 0);
+	}
+	else if (schema >= STORE_SCHEMA_1_1)
 		plan = grelout_keep_plan(&update_plan_11, update_sql_11, 7, types, 0);
 	else
 		plan = grelout_keep_plan(&update_plan, update_sql, 5, types, 0);
@@ -365,7 +557,7 @@ settle_update(StoreSchema schema, SettleBatch *b)
 	values[5] = store_array(b->statuses, b->status_nulls, b->n, INT4OID);
 	values[6] = store_array(b->durations, b->duration_nulls, b->n, INT4OID);
 	ret = SPI_execute_plan(plan, values, NULL, false, 0);
-	if (ret != SPI_OK_UPDATE)
+	if (ret != (b->log.n > 0 ? SPI_OK_INSERT : SPI_OK_UPDATE))
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
 }
 
@@ -457,22 +649,32 @@ grelout_finalize_fanout_1_2(PG_FUNCTION_ARGS)
 
 /*
  * settle_fanout: the fan-out outcomes (1.1): update their rows (delete the
- * delivered ones not kept), lock their messages, then finalize the
- * messages that have no unfinished row left.
+ * delivered ones not kept; 1.2: with the rows of their logged attempts),
+ * lock their messages, then finalize the messages that have no unfinished
+ * row left.
  */
 static void
 settle_fanout(SettleBatch *b, bool keep_delivered)
 {
-	Oid			types[9] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
+	Oid			types[9 + ATTEMPT_COLUMNS] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
 		TEXTARRAYOID, FLOAT8ARRAYOID, TEXTARRAYOID, INT4ARRAYOID, INT4ARRAYOID,
 	BOOLOID};
 	Datum		ids = store_array(b->ids, NULL, b->n, UUIDOID);
-	Datum		values[9];
+	Datum		values[9 + ATTEMPT_COLUMNS];
+	SPIPlanPtr	plan;
 	Datum		deleted;
 	bool		isnull;
 	int			ret;
 
-	grelout_keep_plan(&fanout_update_plan_11, fanout_update_sql_11, 9, types, 0);
+	if (b->log.n > 0)
+	{
+		log_params(&b->log, types + 9, values + 9);
+		plan = grelout_keep_plan(&fanout_update_log_plan_12, fanout_update_log_sql_12,
+								 9 + ATTEMPT_COLUMNS, types, 0);
+	}
+	else
+		plan = grelout_keep_plan(&fanout_update_plan_11, fanout_update_sql_11, 9,
+								 types, 0);
 	values[0] = ids;
 	values[1] = store_array(b->handlers, NULL, b->n, TEXTOID);
 	values[2] = store_array(b->leases, NULL, b->n, INT8OID);
@@ -482,7 +684,7 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 	values[6] = store_array(b->statuses, b->status_nulls, b->n, INT4OID);
 	values[7] = store_array(b->durations, b->duration_nulls, b->n, INT4OID);
 	values[8] = BoolGetDatum(keep_delivered);
-	ret = SPI_execute_plan(fanout_update_plan_11, values, NULL, false, 0);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "settle failed: %s", SPI_result_code_string(ret));
 	deleted = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
@@ -493,101 +695,10 @@ settle_fanout(SettleBatch *b, bool keep_delivered)
 }
 
 /*
- * settle_attempts: the rows of grelout.attempts of the logged outcomes
- * among items (1.2), in one statement; nothing runs when none is logged.
- */
-static void
-settle_attempts(SettleItem *items, int n)
-{
-	Oid			types[11] = {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID,
-		BOOLARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID,
-	INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
-	Datum		values[11];
-	Datum	   *ids = NULL,
-			   *handlers,
-			   *leases,
-			   *fanouts,
-			   *attempts,
-			   *started,
-			   *durations,
-			   *statuses,
-			   *errors,
-			   *bodies,
-			   *ctypes;
-	bool	   *duration_nulls,
-			   *status_nulls,
-			   *error_nulls,
-			   *body_nulls,
-			   *ctype_nulls;
-	int			m = 0;
-	int			ret;
-
-	for (int i = 0; i < n; i++)
-	{
-		SettleItem *it = &items[i];
-
-		if (!it->log_attempt)
-			continue;
-		if (ids == NULL)
-		{
-			ids = palloc(sizeof(Datum) * n);
-			handlers = palloc(sizeof(Datum) * n);
-			leases = palloc(sizeof(Datum) * n);
-			fanouts = palloc(sizeof(Datum) * n);
-			attempts = palloc(sizeof(Datum) * n);
-			started = palloc(sizeof(Datum) * n);
-			durations = palloc(sizeof(Datum) * n);
-			statuses = palloc(sizeof(Datum) * n);
-			errors = palloc(sizeof(Datum) * n);
-			bodies = palloc(sizeof(Datum) * n);
-			ctypes = palloc(sizeof(Datum) * n);
-			duration_nulls = palloc(sizeof(bool) * n);
-			status_nulls = palloc(sizeof(bool) * n);
-			error_nulls = palloc(sizeof(bool) * n);
-			body_nulls = palloc(sizeof(bool) * n);
-			ctype_nulls = palloc(sizeof(bool) * n);
-		}
-		ids[m] = UUIDPGetDatum(&it->id);
-		handlers[m] = CStringGetTextDatum(it->handler ? it->handler : "");
-		leases[m] = Int64GetDatum(it->lease);
-		fanouts[m] = BoolGetDatum(it->fanout);
-		attempts[m] = Int32GetDatum(it->attempts);
-		started[m] = TimestampTzGetDatum(it->started_at);
-		duration_nulls[m] = (it->duration_ms < 0);
-		durations[m] = Int32GetDatum(it->duration_ms);
-		status_nulls[m] = (it->status <= 0);
-		statuses[m] = Int32GetDatum(it->status);
-		error_nulls[m] = (it->error == NULL);
-		errors[m] = it->error ? CStringGetTextDatum(it->error) : (Datum) 0;
-		body_nulls[m] = (it->response_body == NULL);
-		bodies[m] = it->response_body ? CStringGetTextDatum(it->response_body) : (Datum) 0;
-		ctype_nulls[m] = (it->content_type == NULL);
-		ctypes[m] = it->content_type ? CStringGetTextDatum(it->content_type) : (Datum) 0;
-		m++;
-	}
-	if (m == 0)
-		return;
-	grelout_keep_plan(&attempts_plan_12, attempts_sql_12, 11, types, 0);
-	values[0] = store_array(ids, NULL, m, UUIDOID);
-	values[1] = store_array(handlers, NULL, m, TEXTOID);
-	values[2] = store_array(leases, NULL, m, INT8OID);
-	values[3] = store_array(fanouts, NULL, m, BOOLOID);
-	values[4] = store_array(attempts, NULL, m, INT4OID);
-	values[5] = store_array(started, NULL, m, TIMESTAMPTZOID);
-	values[6] = store_array(durations, duration_nulls, m, INT4OID);
-	values[7] = store_array(statuses, status_nulls, m, INT4OID);
-	values[8] = store_array(errors, error_nulls, m, TEXTOID);
-	values[9] = store_array(bodies, body_nulls, m, TEXTOID);
-	values[10] = store_array(ctypes, ctype_nulls, m, TEXTOID);
-	ret = SPI_execute_plan(attempts_plan_12, values, NULL, false, 0);
-	if (ret != SPI_OK_INSERT)
-		elog(ERROR, "could not log delivery attempts: %s", SPI_result_code_string(ret));
-}
-
-/*
  * store_settle: record the outcomes of n finished attempts, in a few
- * batched statements (1.2: the logged attempts' rows first).  An item whose row no longer carries its lease (the
- * lease lapsed and another relay claimed it, or it was redriven) changes
+ * batched statements (1.2: each writing the rows of its logged attempts).
+ * An item whose row no longer carries its lease (the lease lapsed and
+ * another relay claimed it, or it was redriven) changes nothing and logs
  * nothing.
  */
 void
@@ -596,9 +707,8 @@ store_settle(StoreSchema schema, SettleItem *items, int n, bool keep_delivered)
 	SettleBatch del;
 	SettleBatch up;
 	SettleBatch fan;
+	bool		log = (schema >= STORE_SCHEMA_1_2);
 
-	if (schema >= STORE_SCHEMA_1_2)
-		settle_attempts(items, n);
 	batch_init(&del, n);
 	batch_init(&up, n);
 	batch_init(&fan, n);
@@ -610,12 +720,12 @@ store_settle(StoreSchema schema, SettleItem *items, int n, bool keep_delivered)
 		{
 			/* fan-out rows exist only under 1.1; a 1.0 schema has none */
 			if (schema >= STORE_SCHEMA_1_1)
-				batch_add(&fan, it);
+				batch_add(&fan, it, log);
 		}
 		else if (it->state == SETTLE_DELIVERED && !keep_delivered)
-			batch_add(&del, it);
+			batch_add(&del, it, log);
 		else
-			batch_add(&up, it);
+			batch_add(&up, it, log);
 	}
 	if (del.n > 0)
 		settle_delete(&del);

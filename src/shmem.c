@@ -102,6 +102,7 @@ grelout_shmem_startup(void)
 			memset(&grelout_shared->dbs[i], 0, sizeof(GreloutDbEntry));
 			pg_atomic_init_u32(&grelout_shared->dbs[i].leases_recovered,
 							   LEASES_TO_RECOVER);
+			pg_atomic_init_u64(&grelout_shared->dbs[i].backlog_due_at, 0);
 		}
 	}
 	health_shmem_init();
@@ -307,16 +308,20 @@ grelout_slot_spans(GreloutRelaySlot *slot, int exported, int dropped)
 
 /*
  * grelout_slot_cycle: count a database cycle, whether it committed, and
- * its time in microseconds.
+ * its time in microseconds: in all, writing the outcomes (settle_us),
+ * routing and claiming (claim_us).
  */
 void
-grelout_slot_cycle(GreloutRelaySlot *slot, bool committed, int64 us)
+grelout_slot_cycle(GreloutRelaySlot *slot, bool committed, int64 us,
+				   int64 settle_us, int64 claim_us)
 {
 	SpinLockAcquire(&slot->mutex);
 	slot->cycles++;
 	if (!committed)
 		slot->cycle_errors++;
 	slot->cycle_us += (uint64) Max(us, 0);
+	slot->settle_us += (uint64) Max(settle_us, 0);
+	slot->claim_us += (uint64) Max(claim_us, 0);
 	SpinLockRelease(&slot->mutex);
 }
 

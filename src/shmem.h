@@ -66,6 +66,8 @@ typedef struct GreloutRelaySlot
 	uint64		cycle_us;		/* their time: settle, claim, commit */
 	uint64		spans_exported; /* attempt spans the OTLP collector took */
 	uint64		spans_dropped;	/* attempt spans lost (spans.c) */
+	uint64		settle_us;		/* of it, writing the outcomes */
+	uint64		claim_us;		/* of it, routing and claiming */
 	TimestampTz last_error_at;
 	char		last_error[GRELOUT_LAST_ERROR_MAX];
 } GreloutRelaySlot;
@@ -93,6 +95,12 @@ typedef struct GreloutDbEntry
 	 * LEASES_TO_RECOVER, _RECOVERING or _RECOVERED.
 	 */
 	pg_atomic_uint32 leases_recovered;
+
+	/*
+	 * When the database's backlog is next to be counted (backlog.c), a
+	 * TimestampTz: the relay that moves it forward counts.
+	 */
+	pg_atomic_uint64 backlog_due_at;
 } GreloutDbEntry;
 
 /*
@@ -164,7 +172,10 @@ typedef struct GreloutAside
  *   the entry, moved to LEASES_RECOVERING by compare-and-exchange by the
  *   one relay that wins it, then to LEASES_RECOVERED after the commit that
  *   released the old leases, or back to LEASES_TO_RECOVER by that relay's
- *   exit if it could not (relay.c).
+ *   exit if it could not (relay.c); and a database entry's
+ *   backlog_due_at, set 0 by the launcher when it takes the entry, moved
+ *   forward by compare-and-exchange by the relay that counts the backlog,
+ *   which then sets when the next count is due (backlog.c).
  */
 typedef struct GreloutShared
 {
@@ -199,7 +210,8 @@ extern void grelout_slot_spans(GreloutRelaySlot *slot, int exported, int dropped
 extern void grelout_slot_count(GreloutRelaySlot *slot, int delivered, int retried,
 							   int dead, int in_flight);
 extern void grelout_slot_error(GreloutRelaySlot *slot, const char *error);
-extern void grelout_slot_cycle(GreloutRelaySlot *slot, bool committed, int64 us);
+extern void grelout_slot_cycle(GreloutRelaySlot *slot, bool committed, int64 us,
+							   int64 settle_us, int64 claim_us);
 extern void grelout_slot_extension(GreloutRelaySlot *slot, bool found);
 
 #endif							/* GRELOUT_SHMEM_H */

@@ -3,7 +3,8 @@
 # attempts of a delivery (retried, dead, a refused connection, a fan-out
 # delivery) each leave a row with the status, duration, the body's first
 # bytes and its Content-Type, and the success none; with "all" every
-# attempt, successes included; with "off" none.  attempt_body_max cuts the
+# attempt, successes included, also those of deliveries deleted at once
+# (keep_delivered off, inline and fan-out); with "off" none.  attempt_body_max cuts the
 # body; a logged delivery has as many rows as it had logged attempts (the
 # rows are written by its settles), and an attempt whose settle is lost
 # (fenced out by a changed lease) has none; the relays purge rows older than
@@ -147,6 +148,28 @@ is_deeply(rows($all), [ '1|500|HTTP 500|once|-|true', '2|200|-|thanks|text/plain
 is(sq("SELECT count(*) FROM grelout.attempts WHERE message_id = '$all'"),
 	sq("SELECT attempts FROM grelout.outbox WHERE id = '$all'"),
 	'all: as many rows as the delivery had attempts');
+
+# ---- delivered rows not kept (keep_delivered off): the settle statement
+# that deletes them writes their attempts' rows, inline and fan-out
+set_conf($node, 'grelout.keep_delivered' => 'off');
+$recv->script($_, [], { status => 204 }) for qw(/gone /ga /gb);
+handler('gone', 'gone', $recv->url('/gone'));
+handler('gone_a', 'gonefan', $recv->url('/ga'));
+handler('gone_b', 'gonefan', $recv->url('/gb'));
+my $gone = publish('gone');
+my $gonefan = publish('gonefan');
+ok(wait_until(sub {
+	sq("SELECT count(*) FROM grelout.outbox WHERE id IN ('$gone', '$gonefan')") eq '0'
+	  && sq("SELECT count(*) FROM grelout.fanout WHERE message_id = '$gonefan'") eq '0'
+}, 30), 'keep_delivered off: both messages delivered and deleted at once');
+my $logged = sub {
+	sq("SELECT string_agg(handler || ':' || attempt || ':' || status, ',' ORDER BY handler)"
+		  . " FROM grelout.attempts WHERE message_id = '$_[0]'");
+};
+is($logged->($gone), 'gone:1:204', 'an inline delivery deleted at once: its attempt logged');
+is($logged->($gonefan), 'gone_a:1:204,gone_b:1:204',
+	'fan-out deliveries deleted at once: each attempt logged under its handler');
+set_conf($node, 'grelout.keep_delivered' => 'on');
 
 # ---- attempt_body_max cuts the body
 set_conf($node, 'grelout.attempt_body_max' => '16');

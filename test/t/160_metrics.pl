@@ -12,12 +12,20 @@
 #    counted their cycles (none failed) and the time in them; a cycle
 #    that waits out its lock_timeout on a locked outbox counts as failed.
 #    A fourth handler's breaker (threshold 2) opens: counted once, state 1,
-#    each attempt retried or held.
+#    each attempt retried or held.  The relays time the settles and the
+#    claims of their cycles.
+# 1b. (before the breaker) Backlog gauges: two disabled handlers, one taking 4 messages (fanned
+#    out), the other those 4 and 3 more (inline): grelout_handler_pending
+#    is 4 and 7, grelout_handler_oldest_pending_seconds at least the time
+#    waited since the publish; a handler answering 429 with Retry-After 30
+#    is paused (grelout_handler_paused 1), its message pending (delayed).
 # 2. Who may call it: a role in pg_monitor may, another role may not
 #    (both with USAGE on the schema grelout).
 # 3. The exporter, run with the queries file as that pg_monitor role,
 #    serves the grelout_* series with these values and the histogram's
-#    le buckets, _sum and _count; every series the dashboard
+#    le buckets, _sum and _count, and the backlog gauges; once the
+#    disabled handlers are enabled and deliver their backlog, pending is 0
+#    in grelout.metrics() and on the exporter; every series the dashboard
 #    (contrib/grafana/grelout.json) names is among them.
 # 4. If Debian's prometheus is installed: it scrapes the exporter, a
 #    recording rule computes the delivery rate per handler, and its query
@@ -137,10 +145,59 @@ is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_re
 is(sq("SELECT bool_and(value > 0) FROM grelout.metrics() WHERE metric IN"
 	  . " ('grelout_relay_cycles_total', 'grelout_relay_cycle_seconds_total')"), 't',
 	'the relays counted their cycles and the time they took');
+is(sq("SELECT sum(value) FILTER (WHERE metric = 'grelout_relay_settle_seconds_total') > 0"
+	  . " AND sum(value) FILTER (WHERE metric = 'grelout_relay_claim_seconds_total') > 0"
+	  . " AND sum(value) FILTER (WHERE metric IN ('grelout_relay_settle_seconds_total',"
+	  . "   'grelout_relay_claim_seconds_total'))"
+	  . "  <= sum(value) FILTER (WHERE metric = 'grelout_relay_cycle_seconds_total')"
+	  . " FROM grelout.metrics()"), 't',
+	'and of that time, the settles\' and the claims\' (positive, within the cycles\')');
 is(sq("SELECT sum(value) FROM grelout.metrics() WHERE metric = 'grelout_relay_cycle_errors_total'"), '0',
 	'and none of them failed');
 is(sq("SELECT count(*) FROM grelout.metrics() WHERE metric = 'grelout_relay_up' AND value = 1"),
 	sq("SELECT count(*) FROM grelout.relays WHERE pid IS NOT NULL"), 'one grelout_relay_up a running relay');
+
+# ---- 1b. the backlog gauges
+# held (held.t) and held2 (held.#), both disabled: 4 messages to held.t fan
+# out to both, 3 to held.x go inline to held2
+is(metric('grelout_handler_pending', 'ok'), '0', 'metrics(): ok has nothing pending');
+is(metric('grelout_handler_oldest_pending_seconds', 'ok'), '0', 'metrics(): so no oldest pending age');
+sq("INSERT INTO grelout.handlers (name, topic, url, enabled) VALUES"
+	  . " ('held', 'held.t', '" . $recv->url('/held') . "', false),"
+	  . " ('held2', 'held.#', '" . $recv->url('/held2') . "', false)");
+my $tb0 = time();
+sq("SELECT count(outbox_publish('held.t', jsonb_build_object('n', g))) FROM generate_series(1, 4) g");
+sq("SELECT count(outbox_publish('held.x', jsonb_build_object('n', g))) FROM generate_series(1, 3) g");
+my $tb1 = time();
+usleep(2_000_000);
+ok(wait_until(sub {
+	metric('grelout_handler_pending', 'held') eq '4' && metric('grelout_handler_pending', 'held2') eq '7'
+}, 30), 'metrics(): pending 4 for held (fanned out), 7 for held2 (fanned out and inline)')
+  or diag(sq("SELECT handler, metric, value FROM grelout.metrics() WHERE metric LIKE '%pending%'"));
+for my $h (qw(held held2))
+{
+	my $before = time();
+	my $age = metric('grelout_handler_oldest_pending_seconds', $h);
+	my $after = time();
+	ok($age >= $before - $tb1 - 0.05 && $age <= $after - $tb0 + 0.05,
+		sprintf('metrics(): %s oldest pending %.3f s, as long as since its publish (%.3f to %.3f s)',
+			$h, $age, $before - $tb1, $after - $tb0));
+}
+is($recv->count('/held') + $recv->count('/held2'), 0, 'the disabled handlers got nothing');
+
+# a handler paused by Retry-After (retry_max allows it): paused, its
+# message pending, delayed for the retry
+GreloutTest::set_conf($node, 'grelout.retry_max' => '60s');
+$recv->script('/pause', [], { status => 429, headers => { 'Retry-After' => '30' } });
+handler('pause', '/pause');
+sq("SELECT outbox_publish('pause.t', '{}')");
+ok(wait_until(sub {
+	metric('grelout_handler_paused', 'pause') eq '1' && metric('grelout_handler_pending', 'pause') eq '1'
+}, 30), 'metrics(): a handler answering 429 with Retry-After is paused, its message pending');
+is(metric('grelout_handler_paused', 'ok'), '0', 'metrics(): ok is not paused');
+is(metric('grelout_handler_pauses_total', 'pause'), '1', 'metrics(): the pause is counted');
+# (the pause runs its 30 s; later retries are capped at 1 s again)
+GreloutTest::set_conf($node, 'grelout.retry_max' => '1s');
 
 # a breaker: threshold 2, an endpoint that answers 500: the second failure
 # opens it (counted, state 1), the requests then in flight are held
@@ -170,6 +227,21 @@ ok(wait_until(sub {
 $locker->query_safe('ROLLBACK');
 $locker->quit;
 
+# drain_held: enable held and held2; their backlog is delivered, and their
+# pending gauges go to 0 (at most a second or a poll interval later)
+my $drained = 0;
+sub drain_held
+{
+	return if $drained++;
+	sq("UPDATE grelout.handlers SET enabled = true WHERE name IN ('held', 'held2')");
+	ok(wait_until(sub { $recv->count('/held') == 4 && $recv->count('/held2') == 7 }, 60),
+		'enabled, held and held2 deliver their backlog');
+	ok(wait_until(sub {
+		metric('grelout_handler_pending', 'held') eq '0' && metric('grelout_handler_pending', 'held2') eq '0'
+	}, 30), 'metrics(): then nothing pending for held and held2');
+	is(metric('grelout_handler_oldest_pending_seconds', 'held2'), '0', 'metrics(): no oldest pending age');
+}
+
 # ---- 2. who may call it
 # (as README says: a role in pg_monitor, given USAGE on the schema)
 sq("CREATE ROLE watcher LOGIN IN ROLE pg_monitor");
@@ -184,6 +256,18 @@ like($err, qr/permission denied for function metrics/, 'a role not in pg_monitor
 # ---- 3. prometheus-postgres-exporter with contrib/prometheus/queries.yaml
 my $exporter = '/usr/bin/prometheus-postgres-exporter';
 my %series;
+
+# parse_scrape(BODY): name{labels} value: every sample of a scrape, into %series
+sub parse_scrape
+{
+	for my $line (split /\n/, $_[0])
+	{
+		next if $line =~ /^#/ || $line !~ /^(\w+)(?:\{(.*)\})?\s+(\S+)$/;
+		my ($name, $labels, $value) = ($1, $2 // '', $3);
+		my %l = $labels =~ /(\w+)="((?:[^"\\]|\\.)*)"/g;
+		push @{ $series{$name} }, { labels => \%l, value => $value };
+	}
+}
 SKIP:
 {
 	skip 'prometheus-postgres-exporter is not installed (scripts/deps)', 1 unless -x $exporter;
@@ -205,14 +289,7 @@ SKIP:
 	}, 30), 'the exporter serves grelout_* series') or diag("exporter: $eerr");
 	$body //= '';
 
-	# name{labels} value: every sample of the scrape
-	for my $line (split /\n/, $body)
-	{
-		next if $line =~ /^#/ || $line !~ /^(\w+)(?:\{(.*)\})?\s+(\S+)$/;
-		my ($name, $labels, $value) = ($1, $2 // '', $3);
-		my %l = $labels =~ /(\w+)="((?:[^"\\]|\\.)*)"/g;
-		push @{ $series{$name} }, { labels => \%l, value => $value };
-	}
+	parse_scrape($body);
 	# sample(NAME, LABEL => VALUE...): the value of the one matching sample
 	my $sample = sub {
 		my ($name, %match) = @_;
@@ -254,6 +331,27 @@ SKIP:
 		'exporter: grelout_handler_breaker_openings_total{handler="brk"} = 1');
 	ok(@{ $series{grelout_relay_cycles_total} // [] } && !grep({ $_->{value} <= 0 } @{ $series{grelout_relay_cycles_total} }),
 		'exporter: grelout_relay_cycles_total, positive for every relay');
+	ok(@{ $series{grelout_relay_claim_seconds_total} // [] } && @{ $series{grelout_relay_settle_seconds_total} // [] },
+		'exporter: grelout_relay_claim_seconds_total and grelout_relay_settle_seconds_total');
+
+	# the backlog gauges, then their drain
+	is($sample->('grelout_handler_pending', handler => 'held'), 4, 'exporter: grelout_handler_pending{handler="held"} = 4');
+	is($sample->('grelout_handler_pending', handler => 'held2'), 7, 'exporter: grelout_handler_pending{handler="held2"} = 7');
+	is($sample->('grelout_handler_pending', handler => 'ok'), 0, 'exporter: grelout_handler_pending{handler="ok"} = 0');
+	my $eage = $sample->('grelout_handler_oldest_pending_seconds', handler => 'held2');
+	ok($eage =~ /^[0-9.e+-]+$/ && $eage >= 2 - 0.05,
+		"exporter: grelout_handler_oldest_pending_seconds{handler=\"held2\"} = $eage, past the 2 s waited");
+	is($sample->('grelout_handler_paused', handler => 'pause'), 1, 'exporter: grelout_handler_paused{handler="pause"} = 1');
+	like($body, qr/^# TYPE grelout_handler_pending gauge$/m, 'exporter: pending typed gauge');
+	drain_held();
+	ok(wait_until(sub {
+		my $r = $http->get("http://127.0.0.1:$port/metrics");
+		return 0 unless $r->{success};
+		%series = ();
+		parse_scrape($r->{content});
+		$sample->('grelout_handler_pending', handler => 'held') eq '0'
+		  && $sample->('grelout_handler_pending', handler => 'held2') eq '0';
+	}, 30), 'exporter: then grelout_handler_pending is 0 for held and held2');
 
 	# every series the dashboard names is served
 	my $dash = decode_json(slurp_file("$src/contrib/grafana/grelout.json"));
@@ -326,7 +424,7 @@ EOF
 			return $ok && $ok->{value}[1] > 0;
 		}, 90), 'prometheus: the recording rule gives a positive delivery rate for ok')
 		  or diag("prometheus: $perr");
-		is(join(',', sort map { $_->{metric}{handler} } @{ $result // [] }), 'bad,brk,ok,slow',
+		is(join(',', sort map { $_->{metric}{handler} } @{ $result // [] }), 'bad,brk,held,held2,ok,pause,slow',
 			'prometheus: one rate series a handler');
 		$p->signal('TERM');
 		$p->finish;
@@ -335,6 +433,9 @@ EOF
 	$h->signal('TERM');
 	$h->finish;
 }
+
+# without the exporter, the drain is still checked
+drain_held();
 
 $node->stop;
 $recv->stop;
