@@ -55,6 +55,7 @@ OBJS = \
 	src/claim_step.o \
 	src/cycle.o \
 	src/relay.o \
+	src/pure/elastic.o \
 	src/launcher.o \
 	src/databases.o
 

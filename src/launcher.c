@@ -20,13 +20,19 @@
  *	3. share the relays out: one a database first, then (with "*") one to
  *	   each database not known yet, which finds out whether the extension
  *	   is there (a relay that finds none leaves and says so), then the rest
- *	   in turn up to grelout.workers a database; a wanted database left
- *	   without one is logged once and shown in grelout.relays;
+ *	   in turn up to grelout.workers a database, then the extra relays of
+ *	   elastic databases; a wanted database left without one is logged
+ *	   once and shown in grelout.relays;
+ *	   elastic relays (elastic.h): a database one of whose relays is
+ *	   saturated gets one more, up to grelout.max_workers, and one whose
+ *	   relays have had room to spare for a quiet spell retires its highest
+ *	   extra relay (which finishes its requests and exits by itself);
  *	4. stop the relays no longer wanted (SIGTERM: the relay's own stop,
  *	   which hands back its claims), start the ones missing as dynamic
  *	   background workers (a relay that exited comes back after
  *	   RELAY_RESTART_MS), but none in a database a command is leaving;
- *	5. sleep on the latch until the next rescan or restart.
+ *	5. sleep on the latch until the next rescan or restart (every second
+ *	   while a database has extra relays or a saturated one).
  *
  * A relay's slot (shmem.h) is its identity: database and number; the slot
  * keeps its counters across restarts of the relay.  Slots are the truth:
@@ -45,6 +51,7 @@
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "edge.h"
+#include "elastic.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -72,6 +79,8 @@
 #define ADOPTED_START_MS		30000
 /* After a failed registration (max_worker_processes), try again. */
 #define REGISTER_RETRY_MS		10000
+/* Look at the elastic databases this often while one may change. */
+#define ELASTIC_TICK_MS			1000
 
 /* What the launcher knows of the extension in a database ("*" only). */
 typedef enum ExtState
@@ -95,6 +104,9 @@ typedef struct LauncherDb
 	int			target;			/* relays it gets this turn */
 	bool		logged_unserved;
 	int			order;			/* list position, or scan order */
+	int			want;			/* relays wanted while elastic, 0: workers */
+	int64		added_at;		/* last extra relay added (elastic_now) */
+	int64		retired_at;		/* last extra relay retired */
 } LauncherDb;
 
 /* The launcher's own memory: its view of the databases and slots. */
@@ -111,6 +123,7 @@ static bool *stop_sent;
 static TimestampTz last_scan = 0;
 static int	logged_unprobed = 0;	/* databases not looked at, last logged */
 static TimestampTz register_retry_at = 0;
+static bool elastic_adopted = false;	/* extra relays adopted at start */
 
 /* True while the launcher reads pg_database: a cancel then cancels it. */
 static volatile sig_atomic_t in_scan = false;
@@ -237,6 +250,9 @@ scan_databases(void)
 				d->ext = old[i].ext;
 				d->reprobe = old[i].reprobe;
 				d->logged_unserved = old[i].logged_unserved;
+				d->want = old[i].want;
+				d->added_at = old[i].added_at;
+				d->retired_at = old[i].retired_at;
 			}
 	}
 	table_endscan(scan);
@@ -469,7 +485,9 @@ log_unserved(void)
 /*
  * share_relays: how many relays each database gets: one each for the
  * wanted ones, then one each to find out about the unknown ones ("*"),
- * then one more each in turn up to grelout.workers.
+ * then one more each in turn up to grelout.workers, then the extra relays
+ * of the elastic ones in turn, up to what each wants; what a database
+ * wants beyond what it got is forgotten (it asks again if saturated).
  */
 static void
 share_relays(void)
@@ -502,6 +520,22 @@ share_relays(void)
 				more = true;
 			}
 	}
+	more = true;
+	while (more && left > 0)
+	{
+		more = false;
+		for (int i = 0; i < ndbs && left > 0; i++)
+			if (dbs[i].wanted && dbs[i].target >= grelout_workers &&
+				dbs[i].target < dbs[i].want)
+			{
+				dbs[i].target++;
+				left--;
+				more = true;
+			}
+	}
+	for (int i = 0; i < ndbs; i++)
+		dbs[i].want = (dbs[i].wanted && dbs[i].want > grelout_workers) ?
+			Min(dbs[i].want, dbs[i].target) : 0;
 	log_unserved();
 }
 
@@ -743,6 +777,7 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	int			pid;
 	bool		no_extension;
 	bool		found;
+	bool		retiring;
 	LauncherDb *d;
 	pid_t		bgpid;
 	bool		never_started;
@@ -762,6 +797,7 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	pid = slot->pid;
 	no_extension = slot->no_extension;
 	found = slot->extension_found;
+	retiring = slot->retire_requested;
 	SpinLockRelease(&slot->mutex);
 
 	if (state == SLOT_FREE)
@@ -787,6 +823,9 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	exited_at[i] = 0;
 
 	if (d && relay <= d->target && !in_oids(dboid, asides, nasides))
+		return state;
+	/* an extra relay retiring finishes its requests and exits by itself */
+	if (d && d->wanted && retiring && !in_oids(dboid, asides, nasides))
 		return state;
 	/* no longer wanted here: its own stop hands back its claims */
 	SpinLockAcquire(&slot->mutex);
@@ -868,6 +907,9 @@ reconcile(const Oid *asides, int nasides)
 		slot->last_error[0] = '\0';
 		slot->started_at = 0;
 		slot->activity[0] = '\0';
+		slot->retire_requested = false;
+		slot->saturated = false;
+		slot->saturated_at = 0;
 		SpinLockRelease(&slot->mutex);
 		exited_at[i] = 0;
 	}
@@ -925,12 +967,197 @@ reconcile(const Oid *asides, int nasides)
 			slot->stop_requested = false;
 			slot->no_extension = false;
 			slot->extension_found = false;
+			slot->retire_requested = false;
+			slot->saturated = false;
 			SpinLockRelease(&slot->mutex);
 			if (!start_relay(i, d))
 				return REGISTER_RETRY_MS;
 		}
 	}
 	return next;
+}
+
+/*
+ * elastic_adopt: once, at the launcher's first turn with the databases
+ * read: the extra relays an earlier launcher added, and that still run,
+ * are kept (as if just added) rather than stopped.
+ */
+static void
+elastic_adopt(void)
+{
+	int64		now = elastic_now();
+
+	elastic_adopted = true;
+	for (int i = 0; i < grelout_shared->nslots; i++)
+	{
+		GreloutRelaySlot *slot = &grelout_shared->slots[i];
+		LauncherDb *d;
+		int			relay;
+		Oid			dboid;
+		bool		live;
+
+		SpinLockAcquire(&slot->mutex);
+		relay = slot->relay;
+		dboid = slot->dboid;
+		live = (slot->state == SLOT_RUNNING || slot->state == SLOT_STARTING) &&
+			!slot->retire_requested;
+		SpinLockRelease(&slot->mutex);
+		d = find_db(dboid);
+		if (!live || d == NULL || relay <= grelout_workers || relay <= d->want)
+			continue;
+		d->want = Min(relay, Max(grelout_workers, grelout_max_workers));
+		d->added_at = now;
+	}
+}
+
+/*
+ * elastic_look: what the slots say of database d's relays, for
+ * elastic_move: whether each of its relays up to its target runs and none
+ * is retiring (settled), whether one is saturated now, when one last was.
+ */
+static void
+elastic_look(const LauncherDb *d, ElasticDb *e, int64 now)
+{
+	int			running = 0;
+
+	e->settled = true;
+	e->saturated = false;
+	e->saturated_at = 0;
+	for (int i = 0; i < grelout_shared->nslots; i++)
+	{
+		GreloutRelaySlot *slot = &grelout_shared->slots[i];
+		int			state;
+		int			relay;
+		bool		retiring;
+		bool		saturated;
+		int64		saturated_at;
+
+		if (slot->dboid != d->oid)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		state = slot->state;
+		relay = slot->relay;
+		retiring = slot->retire_requested;
+		saturated = slot->saturated;
+		saturated_at = slot->saturated_at;
+		SpinLockRelease(&slot->mutex);
+		if (state == SLOT_FREE)
+			continue;
+		if (retiring && state != SLOT_EXITED)
+			e->settled = false;
+		if (state == SLOT_RUNNING && relay <= d->target && !retiring)
+			running++;
+		if (state == SLOT_RUNNING && saturated)
+		{
+			e->saturated = true;
+			saturated_at = now;
+		}
+		e->saturated_at = Max(e->saturated_at, saturated_at);
+	}
+	if (running < d->target)
+		e->settled = false;
+}
+
+/*
+ * elastic_retire: ask relay n of database d, running, to retire (it claims
+ * no more, finishes what it has in flight and exits: relay.c); false when
+ * it does not run.
+ */
+static bool
+elastic_retire(const LauncherDb *d, int n)
+{
+	for (int i = 0; i < grelout_shared->nslots; i++)
+	{
+		GreloutRelaySlot *slot = &grelout_shared->slots[i];
+		int			procno = -1;
+
+		if (slot->dboid != d->oid)
+			continue;
+		SpinLockAcquire(&slot->mutex);
+		if (slot->relay == n && slot->state == SLOT_RUNNING)
+		{
+			slot->retire_requested = true;
+			procno = slot->pgprocno;
+		}
+		SpinLockRelease(&slot->mutex);
+		if (procno >= 0)
+		{
+			SetLatch(&GetPGProcByNumber(procno)->procLatch);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * elastic_turn: add a relay to, or retire one from, each served database
+ * as elastic_move says (none in the databases of asides); *timeout is
+ * shortened while a database may change.  Returns whether any target
+ * changed (the relays are then shared out again).
+ */
+static bool
+elastic_turn(const Oid *asides, int nasides, long *timeout)
+{
+	int64		now = elastic_now();
+	int			used = 0;
+	bool		changed = false;
+
+	for (int k = 0; k < ndbs; k++)
+		used += dbs[k].target;
+	for (int k = 0; k < ndbs; k++)
+	{
+		LauncherDb *d = &dbs[k];
+		ElasticDb	e;
+
+		if (!d->wanted || d->target == 0 || in_oids(d->oid, asides, nasides))
+			continue;
+		memset(&e, 0, sizeof(e));
+		e.minimum = grelout_workers;
+		e.maximum = grelout_max_workers;
+		e.relays = d->target;
+		e.added_at = d->added_at;
+		e.retired_at = d->retired_at;
+		e.room = used < grelout_max_relays;
+		elastic_look(d, &e, now);
+		if (e.saturated || e.relays > e.minimum)
+			*timeout = Min(*timeout, ELASTIC_TICK_MS);
+		switch (elastic_move(&e, now))
+		{
+			case ELASTIC_ADD:
+				d->want = d->target + 1;
+				d->added_at = now;
+				used++;
+				changed = true;
+				ereport(LOG,
+						(errmsg("grelout adds relay %d to database \"%s\": its relays cannot keep up",
+								d->want, d->name),
+						 errdetail("A relay has had more due messages than room for them for %d ms; the database may have up to %d relays (grelout.max_workers).",
+								   (int) (ELASTIC_SATURATED_US / 1000),
+								   Max(grelout_workers, grelout_max_workers))));
+				break;
+			case ELASTIC_RETIRE:
+				if (!elastic_retire(d, d->target))
+					break;
+				if (d->target > Max(grelout_workers, grelout_max_workers))
+					ereport(LOG,
+							(errmsg("grelout retires relay %d of database \"%s\": it is above grelout.max_workers",
+									d->target, d->name)));
+				else
+					ereport(LOG,
+							(errmsg("grelout retires relay %d of database \"%s\": its relays have had room to spare",
+									d->target, d->name),
+							 errdetail("No relay of the database has been saturated for %d s; it keeps at least %d relays (grelout.workers).",
+									   (int) (ELASTIC_QUIET_US / USECS_PER_SEC),
+									   grelout_workers)));
+				d->want = d->target - 1;
+				d->retired_at = now;
+				changed = true;
+				break;
+			case ELASTIC_HOLD:
+				break;
+		}
+	}
+	return changed;
 }
 
 /*
@@ -1050,7 +1277,11 @@ grelout_launcher_main(Datum arg)
 		if (dbs != NULL)
 		{
 			choose_wanted();
+			if (!elastic_adopted)
+				elastic_adopt();
 			share_relays();
+			if (elastic_turn(asides, nasides, &timeout))
+				share_relays();
 			restart_in = reconcile(asides, nasides);
 			if (restart_in >= 0)
 				timeout = Min(timeout, restart_in);
