@@ -7,9 +7,15 @@
 use strict;
 use warnings;
 use File::Basename qw(dirname);
+use File::Spec;
+# loaded here, at compile time: their INIT blocks (ports, log files) must run
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use GreloutTest;
 
 our $elastic_relays = 1;
-my $file = dirname(__FILE__) . '/130_ordering.pl';
+my $file = File::Spec->rel2abs(dirname(__FILE__) . '/130_ordering.pl');
 my $done = do $file;
 die "$file: $@" if $@;
 die "$file: $!" unless defined $done;
