@@ -22,11 +22,11 @@
  *	   is there (a relay that finds none leaves and says so), then the rest
  *	   in turn up to grelout.workers a database, then the extra relays of
  *	   elastic databases; a wanted database left without one is logged
- *	   once and shown in grelout.relays;
- *	   elastic relays (elastic.h): a database one of whose relays is
- *	   saturated gets one more, up to grelout.max_workers, and one whose
- *	   relays have had room to spare for a quiet spell retires its highest
- *	   extra relay (which finishes its requests and exits by itself);
+ *	   once and shown in grelout.relays.  Elastic relays (elastic.h): a
+ *	   database one of whose relays is saturated gets one more, up to
+ *	   grelout.max_workers, and one whose relays have had room to spare
+ *	   for a quiet spell retires its highest extra relay (which finishes
+ *	   its requests and exits by itself);
  *	4. stop the relays no longer wanted (SIGTERM: the relay's own stop,
  *	   which hands back its claims), start the ones missing as dynamic
  *	   background workers (a relay that exited comes back after
@@ -971,7 +971,12 @@ reconcile(const Oid *asides, int nasides)
 			slot->saturated = false;
 			SpinLockRelease(&slot->mutex);
 			if (!start_relay(i, d))
+			{
+				/* an extra relay is given up: the database goes on without */
+				if (n > grelout_workers)
+					d->want = n - 1;
 				return REGISTER_RETRY_MS;
+			}
 		}
 	}
 	return next;

@@ -53,7 +53,6 @@
 #include <time.h>
 
 #include "elastic.h"
-
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -337,9 +336,9 @@ retire_if_asked(void)
 	if (!life.retiring || jobs_running() > 0 || jobs_settles_queued() > 0)
 		return;
 	ereport(LOG,
-			(errmsg("grelout relay %d retires from database \"%s\": its database has had room to spare",
+			(errmsg("grelout relay %d retires from database \"%s\"",
 					MyRelay.relay, MyRelay.dbname),
-			 errdetail("It was one of the relays above grelout.workers that the launcher adds while the relays cannot keep up; it finished and settled its requests.")));
+			 errdetail("The launcher retired it, an extra relay above grelout.workers; it finished and settled its requests, and hands nothing back.")));
 	proc_exit(0);
 }
 

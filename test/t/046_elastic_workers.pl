@@ -5,7 +5,7 @@
 # pg_stat_activity and grelout.relays and share the work; every message is
 # delivered exactly once (no crash here: no duplicate at all).  After a
 # quiet spell the extra relays retire, one at a time, back to one, and stay
-# retired.  A reload lowering grelout.max_workers caps the next backlog.
+# retired.  A launcher started again meanwhile keeps the extra relays.  A reload lowering grelout.max_workers caps the next backlog.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -76,6 +76,18 @@ ok(wait_until(sub { sq('SELECT count(*) FROM grelout.relays WHERE pid IS NOT NUL
 	'grelout.relays shows the three');
 is(sq("SELECT string_agg(relay::text, ',' ORDER BY relay) FROM grelout.relays"), '1,2,3',
 	'numbered 1 to 3');
+
+# a new launcher adopts the extra relays: it neither stops nor restarts them
+my @three = relay_pids($node);
+my $launcher = sq("SELECT pid FROM pg_stat_activity WHERE backend_type = 'grelout launcher'");
+sq("SELECT pg_terminate_backend($launcher)");
+ok(wait_until(sub {
+	my $l = sq("SELECT pid FROM pg_stat_activity WHERE backend_type = 'grelout launcher'");
+	return $l ne '' && $l ne $launcher;
+}, 30), 'the launcher, terminated, is started again');
+sleep(2);
+is(join(',', relay_pids($node)), join(',', @three), 'the new launcher keeps the three relays running');
+
 my $log = log_since($node, $offset);
 like($log, qr/grelout adds relay 2 to database "app": its relays cannot keep up/,
 	'the launcher logs the relay it adds, and why');
