@@ -57,6 +57,7 @@ OBJS = \
 	src/relay.o \
 	src/pure/elastic.o \
 	src/launcher.o \
+	src/launcher_elastic.o \
 	src/databases.o
 
 EXTENSION = grelout

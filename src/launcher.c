@@ -26,7 +26,7 @@
  *	   database one of whose relays is saturated gets one more, up to
  *	   grelout.max_workers, and one whose relays have had room to spare
  *	   for a quiet spell retires its highest extra relay (which finishes
- *	   its requests and exits by itself);
+ *	   its requests and exits by itself: launcher_elastic.c);
  *	4. stop the relays no longer wanted (SIGTERM: the relay's own stop,
  *	   which hands back its claims), start the ones missing as dynamic
  *	   background workers (a relay that exited comes back after
@@ -51,7 +51,7 @@
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "edge.h"
-#include "elastic.h"
+#include "launcher.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -79,35 +79,6 @@
 #define ADOPTED_START_MS		30000
 /* After a failed registration (max_worker_processes), try again. */
 #define REGISTER_RETRY_MS		10000
-/* Look at the elastic databases this often while one may change. */
-#define ELASTIC_TICK_MS			1000
-
-/* What the launcher knows of the extension in a database ("*" only). */
-typedef enum ExtState
-{
-	EXT_UNKNOWN,				/* a relay must connect to find out */
-	EXT_YES,
-	EXT_NO
-} ExtState;
-
-/* A database in pg_database, as the last scan found it. */
-typedef struct LauncherDb
-{
-	Oid			oid;
-	char		name[NAMEDATALEN];
-	bool		connectable;	/* datallowconn, and not half dropped */
-	bool		is_template;
-	ExtState	ext;
-	bool		reprobe;		/* given the extension while probed */
-	bool		wanted;
-	bool		probe;			/* wanted to find out about the extension */
-	int			target;			/* relays it gets this turn */
-	bool		logged_unserved;
-	int			order;			/* list position, or scan order */
-	int			want;			/* relays wanted while elastic, 0: workers */
-	int64		added_at;		/* last extra relay added (elastic_now) */
-	int64		retired_at;		/* last extra relay retired */
-} LauncherDb;
 
 /* The launcher's own memory: its view of the databases and slots. */
 static LauncherDb *dbs = NULL;
@@ -612,16 +583,6 @@ asides_now(Oid *out)
 	return n;
 }
 
-/* in_oids: is oid among the n of oids? */
-static bool
-in_oids(Oid oid, const Oid *oids, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (oids[i] == oid)
-			return true;
-	return false;
-}
-
 /*
  * db_entry_for: the shared entry of a wanted database, taken when free;
  * -1 when every entry is in use.
@@ -822,10 +783,10 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 		return state;
 	exited_at[i] = 0;
 
-	if (d && relay <= d->target && !in_oids(dboid, asides, nasides))
+	if (d && relay <= d->target && !launcher_in_oids(dboid, asides, nasides))
 		return state;
 	/* an extra relay retiring finishes its requests and exits by itself */
-	if (d && d->wanted && retiring && !in_oids(dboid, asides, nasides))
+	if (d && d->wanted && retiring && !launcher_in_oids(dboid, asides, nasides))
 		return state;
 	/* no longer wanted here: its own stop hands back its claims */
 	SpinLockAcquire(&slot->mutex);
@@ -837,7 +798,7 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	 * The backend that wants the database free signals its relays itself;
 	 * a second SIGTERM would cancel the settle that hands the claims back.
 	 */
-	if (in_oids(dboid, asides, nasides))
+	if (launcher_in_oids(dboid, asides, nasides))
 		return state;
 	if (pid != 0 && !stop_sent[i])
 	{
@@ -922,7 +883,7 @@ reconcile(const Oid *asides, int nasides)
 	{
 		LauncherDb *d = &dbs[k];
 
-		if (d->target == 0 || in_oids(d->oid, asides, nasides))
+		if (d->target == 0 || launcher_in_oids(d->oid, asides, nasides))
 			continue;
 		for (int n = 1; n <= d->target; n++)
 		{
@@ -980,189 +941,6 @@ reconcile(const Oid *asides, int nasides)
 		}
 	}
 	return next;
-}
-
-/*
- * elastic_adopt: once, at the launcher's first turn with the databases
- * read: the extra relays an earlier launcher added, and that still run,
- * are kept (as if just added) rather than stopped.
- */
-static void
-elastic_adopt(void)
-{
-	int64		now = elastic_now();
-
-	elastic_adopted = true;
-	for (int i = 0; i < grelout_shared->nslots; i++)
-	{
-		GreloutRelaySlot *slot = &grelout_shared->slots[i];
-		LauncherDb *d;
-		int			relay;
-		Oid			dboid;
-		bool		live;
-
-		SpinLockAcquire(&slot->mutex);
-		relay = slot->relay;
-		dboid = slot->dboid;
-		live = (slot->state == SLOT_RUNNING || slot->state == SLOT_STARTING) &&
-			!slot->retire_requested;
-		SpinLockRelease(&slot->mutex);
-		d = find_db(dboid);
-		if (!live || d == NULL || relay <= grelout_workers || relay <= d->want)
-			continue;
-		d->want = Min(relay, Max(grelout_workers, grelout_max_workers));
-		d->added_at = now;
-	}
-}
-
-/*
- * elastic_look: what the slots say of database d's relays, for
- * elastic_move: whether each of its relays up to its target runs and none
- * is retiring (settled), whether one is saturated now, when one last was.
- */
-static void
-elastic_look(const LauncherDb *d, ElasticDb *e, int64 now)
-{
-	int			running = 0;
-
-	e->settled = true;
-	e->saturated = false;
-	e->saturated_at = 0;
-	for (int i = 0; i < grelout_shared->nslots; i++)
-	{
-		GreloutRelaySlot *slot = &grelout_shared->slots[i];
-		int			state;
-		int			relay;
-		bool		retiring;
-		bool		saturated;
-		int64		saturated_at;
-
-		if (slot->dboid != d->oid)
-			continue;
-		SpinLockAcquire(&slot->mutex);
-		state = slot->state;
-		relay = slot->relay;
-		retiring = slot->retire_requested;
-		saturated = slot->saturated;
-		saturated_at = slot->saturated_at;
-		SpinLockRelease(&slot->mutex);
-		if (state == SLOT_FREE)
-			continue;
-		if (retiring && state != SLOT_EXITED)
-			e->settled = false;
-		if (state == SLOT_RUNNING && relay <= d->target && !retiring)
-			running++;
-		if (state == SLOT_RUNNING && saturated)
-		{
-			e->saturated = true;
-			saturated_at = now;
-		}
-		e->saturated_at = Max(e->saturated_at, saturated_at);
-	}
-	if (running < d->target)
-		e->settled = false;
-}
-
-/*
- * elastic_retire: ask relay n of database d, running, to retire (it claims
- * no more, finishes what it has in flight and exits: relay.c); false when
- * it does not run.
- */
-static bool
-elastic_retire(const LauncherDb *d, int n)
-{
-	for (int i = 0; i < grelout_shared->nslots; i++)
-	{
-		GreloutRelaySlot *slot = &grelout_shared->slots[i];
-		int			procno = -1;
-
-		if (slot->dboid != d->oid)
-			continue;
-		SpinLockAcquire(&slot->mutex);
-		if (slot->relay == n && slot->state == SLOT_RUNNING)
-		{
-			slot->retire_requested = true;
-			procno = slot->pgprocno;
-		}
-		SpinLockRelease(&slot->mutex);
-		if (procno >= 0)
-		{
-			SetLatch(&GetPGProcByNumber(procno)->procLatch);
-			return true;
-		}
-	}
-	return false;
-}
-
-/*
- * elastic_turn: add a relay to, or retire one from, each served database
- * as elastic_move says (none in the databases of asides); *timeout is
- * shortened while a database may change.  Returns whether any target
- * changed (the relays are then shared out again).
- */
-static bool
-elastic_turn(const Oid *asides, int nasides, long *timeout)
-{
-	int64		now = elastic_now();
-	int			used = 0;
-	bool		changed = false;
-
-	for (int k = 0; k < ndbs; k++)
-		used += dbs[k].target;
-	for (int k = 0; k < ndbs; k++)
-	{
-		LauncherDb *d = &dbs[k];
-		ElasticDb	e;
-
-		if (!d->wanted || d->target == 0 || in_oids(d->oid, asides, nasides))
-			continue;
-		memset(&e, 0, sizeof(e));
-		e.minimum = grelout_workers;
-		e.maximum = grelout_max_workers;
-		e.relays = d->target;
-		e.added_at = d->added_at;
-		e.retired_at = d->retired_at;
-		e.room = used < grelout_max_relays;
-		elastic_look(d, &e, now);
-		if (e.saturated || e.relays > e.minimum)
-			*timeout = Min(*timeout, ELASTIC_TICK_MS);
-		switch (elastic_move(&e, now))
-		{
-			case ELASTIC_ADD:
-				d->want = d->target + 1;
-				d->added_at = now;
-				used++;
-				changed = true;
-				ereport(LOG,
-						(errmsg("grelout adds relay %d to database \"%s\": its relays cannot keep up",
-								d->want, d->name),
-						 errdetail("A relay has had more due messages than room for them for %d ms; the database may have up to %d relays (grelout.max_workers).",
-								   (int) (ELASTIC_SATURATED_US / 1000),
-								   Max(grelout_workers, grelout_max_workers))));
-				break;
-			case ELASTIC_RETIRE:
-				if (!elastic_retire(d, d->target))
-					break;
-				if (d->target > Max(grelout_workers, grelout_max_workers))
-					ereport(LOG,
-							(errmsg("grelout retires relay %d of database \"%s\": it is above grelout.max_workers",
-									d->target, d->name)));
-				else
-					ereport(LOG,
-							(errmsg("grelout retires relay %d of database \"%s\": its relays have had room to spare",
-									d->target, d->name),
-							 errdetail("No relay of the database has been saturated for %d s; it keeps at least %d relays (grelout.workers).",
-									   (int) (ELASTIC_QUIET_US / USECS_PER_SEC),
-									   grelout_workers)));
-				d->want = d->target - 1;
-				d->retired_at = now;
-				changed = true;
-				break;
-			case ELASTIC_HOLD:
-				break;
-		}
-	}
-	return changed;
 }
 
 /*
@@ -1283,9 +1061,10 @@ grelout_launcher_main(Datum arg)
 		{
 			choose_wanted();
 			if (!elastic_adopted)
-				elastic_adopt();
+				elastic_adopt(dbs, ndbs);
+			elastic_adopted = true;
 			share_relays();
-			if (elastic_turn(asides, nasides, &timeout))
+			if (elastic_turn(dbs, ndbs, asides, nasides, &timeout))
 				share_relays();
 			restart_in = reconcile(asides, nasides);
 			if (restart_in >= 0)
