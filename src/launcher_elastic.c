@@ -146,9 +146,9 @@ elastic_retire(const LauncherDb *d, int n)
 
 /*
  * elastic_turn: add a relay to, or retire one from, each served database
- * of dbs as elastic_move says (none in the databases of asides); *timeout is
- * shortened while a database may change.  Returns whether any target
- * changed (the relays are then shared out again).
+ * of dbs as elastic_move says (none in the databases of asides);
+ * *timeout is shortened while a database may change.  Returns whether any
+ * target changed (the relays are then shared out again).
  */
 bool
 elastic_turn(LauncherDb *dbs, int ndbs, const Oid *asides, int nasides,
@@ -165,7 +165,8 @@ elastic_turn(LauncherDb *dbs, int ndbs, const Oid *asides, int nasides,
 		LauncherDb *d = &dbs[k];
 		ElasticDb	e;
 
-		if (!d->wanted || d->target == 0 || launcher_in_oids(d->oid, asides, nasides))
+		if (!d->wanted || d->target == 0 ||
+			launcher_in_oids(d->oid, asides, nasides))
 			continue;
 		memset(&e, 0, sizeof(e));
 		e.minimum = grelout_workers;
