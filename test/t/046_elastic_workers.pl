@@ -10,6 +10,7 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 use GreloutTest qw(:DEFAULT relay_pids set_conf log_offset log_since);
 
 my $n = 3000;
@@ -109,10 +110,30 @@ is(sq("SELECT count(*) FROM grelout.deliveries"), '0', 'nothing left pending or 
 cmp_ok(sq('SELECT count(*) FROM grelout.relays WHERE delivered > 0'), '>=', 2,
 	'the added relays delivered too: ' . sq("SELECT string_agg(relay || ':' || delivered, ' ' ORDER BY relay) FROM grelout.relays"));
 
-# ---- quiet: the extra relays retire, one at a time, and stay retired
+# ---- quiet: the extra relays retire, one at a time, and stay retired.
+# Meanwhile a trickle (a message every half second to an endpoint taking a
+# second: never enough to saturate a relay) keeps requests in flight, so a
+# relay may be retired with some: it finishes them, sending none twice.
+$recv->script('/trickle', [], { delay => 1 });
+sq("INSERT INTO grelout.handlers (topic, url) VALUES ('trickle', '" . $recv->url('/trickle') . "')");
 $offset = log_offset($node);
-ok(wait_until(sub { scalar(relay_pids($node)) == 1 }, 120),
-	'after a quiet spell the extra relays retire: one relay runs');
+my ($trickled, $last_pub, $retiring_busy) = (0, 0, 0);
+ok(wait_until(sub {
+	if (time() - $last_pub >= 0.5)
+	{
+		sq("SELECT outbox_publish('trickle', jsonb_build_object('n', $trickled))");
+		$trickled++;
+		$last_pub = time();
+	}
+	$retiring_busy = 1 if sq("SELECT count(*) FROM grelout.relays"
+		. " WHERE activity = 'retiring' AND in_flight > 0") ne '0';
+	return scalar(relay_pids($node)) == 1;
+}, 120), 'after a quiet spell the extra relays retire: one relay runs');
+note($retiring_busy ? 'a relay was seen retiring with requests in flight'
+	: 'no relay was seen retiring with requests in flight');
+ok(wait_until(sub { $recv->count('/trickle') >= $trickled }, 30),
+	"the $trickled messages of the trickle delivered");
+is($recv->stats('/trickle')->{duplicated_ids}, 0, 'none of them twice');
 $log = log_since($node, $offset);
 like($log, qr/grelout retires relay 3 of database "app": its relays have had room to spare/,
 	'the launcher logs the retirement, and why');
