@@ -5,7 +5,8 @@
 # pg_stat_activity and grelout.relays and share the work; every message is
 # delivered exactly once (no crash here: no duplicate at all).  After a
 # quiet spell the extra relays retire, one at a time, back to one, and stay
-# retired.  A launcher started again meanwhile keeps the extra relays.  A reload lowering grelout.max_workers caps the next backlog.
+# retired.  A launcher started again meanwhile keeps the extra relays; a
+# handler's cap holds over them.  A reload lowering grelout.max_workers caps the next backlog.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -30,6 +31,10 @@ $recv->script('/many', [], { delay => 0.05 });
 $recv->script('/more', [], { delay => 0.05 });
 sq("INSERT INTO grelout.handlers (topic, url) VALUES ('many', '" . $recv->url('/many') . "')");
 sq("INSERT INTO grelout.handlers (topic, url) VALUES ('more', '" . $recv->url('/more') . "')");
+# a handler capped at 3 requests in flight over all relays, added or not
+$recv->script('/capped', [], { delay => 0.05 });
+sq("INSERT INTO grelout.handlers (name, topic, url, max_in_flight) VALUES ('capped', 'capped', '"
+	. $recv->url('/capped') . "', 3)");
 
 ok(wait_until(sub { scalar(relay_pids($node)) == 1 }, 60), 'one relay (grelout.workers) runs');
 sleep(2);
@@ -66,6 +71,7 @@ sub drain
 # ---- a backlog: relays are added, up to grelout.max_workers
 my $offset = log_offset($node);
 my @ids = publish('many', $n);
+my @capped = publish('capped', 300);
 is(scalar @ids, $n, "$n messages published");
 my $most = 0;
 ok(wait_until(sub {
@@ -95,6 +101,8 @@ like($log, qr/grelout adds relay 2 to database "app": its relays cannot keep up/
 like($log, qr/grelout adds relay 3 to database "app"/, 'then the third');
 
 my $drained = drain('many');
+my $capped_most = drain('capped');
+$most = $capped_most if $capped_most > $most;
 ok($drained >= 0, 'the outbox drains');
 $most = $drained if $drained > $most;
 is($most, 3, 'never more relays than grelout.max_workers');
@@ -107,6 +115,11 @@ my %published = map { $_ => 1 } @ids;
 is(scalar(grep { $published{ $_->{id} } } @{ $recv->summary('/many') }), $n,
 	'every request is one of the published messages');
 is(sq("SELECT count(*) FROM grelout.deliveries"), '0', 'nothing left pending or dead');
+ok(wait_until(sub { $recv->count('/capped') >= 300 }, 30), 'the capped handler got its 300');
+$stats = $recv->stats('/capped');
+is($stats->{duplicated_ids}, 0, 'none of them twice');
+cmp_ok($stats->{max_in_flight}, '<=', 3,
+	"its cap held across the relays ($stats->{max_in_flight} in flight at most)");
 cmp_ok(sq('SELECT count(*) FROM grelout.relays WHERE delivered > 0'), '>=', 2,
 	'the added relays delivered too: ' . sq("SELECT string_agg(relay || ':' || delivered, ' ' ORDER BY relay) FROM grelout.relays"));
 
