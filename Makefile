@@ -58,7 +58,9 @@ OBJS = \
 	src/backlog.o \
 	src/cycle.o \
 	src/relay.o \
+	src/pure/elastic.o \
 	src/launcher.o \
+	src/launcher_elastic.o \
 	src/databases.o
 
 EXTENSION = grelout

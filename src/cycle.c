@@ -68,6 +68,8 @@ static struct
 	MonoTime	next_purge_at;	/* the purge's next batch */
 	bool		attempts_backlog;	/* the attempt log's last batch was full */
 	bool		looked;			/* a cycle has committed since the start */
+	bool		room_measured;	/* the last cycle claimed with a slot free */
+	bool		short_of_room;	/* and that claim was short of room */
 	MonoTime	retry_db_at;	/* after a failed cycle, not before then */
 	int			failed_cycles;	/* in a row */
 
@@ -223,6 +225,9 @@ route_and_claim(bool claim, uint64 *released, bool *keyed)
 		return;
 	}
 	claim_step(Min(grelout_batch_size, free_slots), extra, &r);
+	/* with no slot free (extra) the claim says nothing of the relay's room */
+	cycle.room_measured = !extra;
+	cycle.short_of_room = r.short_of_room;
 	cycle.claim_wanted = r.again;
 	cycle.next_claim_at = r.next_at;
 	if (r.events)
@@ -502,6 +507,7 @@ cycle_run(bool claim)
 	MonoTime	started = relay_now();
 
 	cycle.settle_us = cycle.claim_us = 0;
+	cycle.room_measured = false;
 	PG_TRY();
 	{
 		bool		ready;
@@ -535,6 +541,7 @@ cycle_run(bool claim)
 	PG_CATCH();
 	{
 		end_statements();
+		cycle.room_measured = false;
 		cycle_failed();
 	}
 	PG_END_TRY();
@@ -564,6 +571,19 @@ bool
 cycle_extension_ready(void)
 {
 	return cycle.extension_ready;
+}
+
+/*
+ * cycle_short_of_room: was the last cycle's claim short of room (it took
+ * as many deliveries as it had slots for, or left new messages behind)?
+ * *measured is false when that cycle did not claim with a slot free, or
+ * rolled back: it says nothing then.
+ */
+bool
+cycle_short_of_room(bool *measured)
+{
+	*measured = cycle.room_measured;
+	return cycle.short_of_room;
 }
 
 /*

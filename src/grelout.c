@@ -11,6 +11,7 @@
 #include "grelout.h"
 
 #include <limits.h>
+#include <unistd.h>
 
 #include "edge.h"
 #include "hooks.h"
@@ -29,6 +30,7 @@ PG_MODULE_MAGIC;
 char	   *grelout_database = NULL;
 char	   *grelout_role = NULL;
 int			grelout_workers = 1;
+int			grelout_max_workers = 1;
 int			grelout_max_relays = 16;
 bool		grelout_relay_enabled = true;
 int			grelout_poll_interval = 1500;
@@ -249,6 +251,20 @@ check_database(char **newval, void **extra, GucSource source)
 #define ADMIN_ONLY	GUC_SUPERUSER_ONLY
 
 /*
+ * cpu_count: the processors online, the default of grelout.max_workers
+ * (1 when the system does not say; at most GRELOUT_MAX_WORKERS).
+ */
+static int
+cpu_count(void)
+{
+	long		n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 1)
+		return 1;
+	return (int) Min(n, GRELOUT_MAX_WORKERS);
+}
+
+/*
  * define_settings: create every grelout.* setting with its default, range
  * and context, then reserve the prefix so a misspelt name is an error.
  */
@@ -266,6 +282,11 @@ define_settings(void)
 	DefineCustomIntVariable("grelout.workers",
 							"Number of relay processes per served database.",
 							NULL, &grelout_workers, 1, 0, GRELOUT_MAX_WORKERS,
+							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
+	DefineCustomIntVariable("grelout.max_workers",
+							"Most relay processes per served database while grelout.workers cannot keep up.",
+							"The launcher adds relays to a database while one of its relays is saturated, and retires them after a quiet spell; never fewer than grelout.workers.",
+							&grelout_max_workers, cpu_count(), 1, GRELOUT_MAX_WORKERS,
 							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.max_relays",
 							"Most relay processes over all served databases.",

@@ -33,6 +33,7 @@
 extern char *grelout_database;
 extern char *grelout_role;
 extern int	grelout_workers;		/* per database */
+extern int	grelout_max_workers;	/* per database, while saturated */
 extern int	grelout_max_relays;
 extern bool grelout_relay_enabled;
 extern int	grelout_poll_interval;	/* ms */

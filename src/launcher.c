@@ -20,13 +20,19 @@
  *	3. share the relays out: one a database first, then (with "*") one to
  *	   each database not known yet, which finds out whether the extension
  *	   is there (a relay that finds none leaves and says so), then the rest
- *	   in turn up to grelout.workers a database; a wanted database left
- *	   without one is logged once and shown in grelout.relays;
+ *	   in turn up to grelout.workers a database, then the extra relays of
+ *	   elastic databases; a wanted database left without one is logged
+ *	   once and shown in grelout.relays.  Elastic relays (elastic.h): a
+ *	   database one of whose relays is saturated gets one more, up to
+ *	   grelout.max_workers, and one whose relays have had room to spare
+ *	   for a quiet spell retires its highest extra relay (which finishes
+ *	   its requests and exits by itself: launcher_elastic.c);
  *	4. stop the relays no longer wanted (SIGTERM: the relay's own stop,
  *	   which hands back its claims), start the ones missing as dynamic
  *	   background workers (a relay that exited comes back after
  *	   RELAY_RESTART_MS), but none in a database a command is leaving;
- *	5. sleep on the latch until the next rescan or restart.
+ *	5. sleep on the latch until the next rescan or restart (every second
+ *	   while a database has extra relays or a saturated one).
  *
  * A relay's slot (shmem.h) is its identity: database and number; the slot
  * keeps its counters across restarts of the relay.  Slots are the truth:
@@ -45,6 +51,7 @@
 #include "access/xact.h"
 #include "catalog/pg_database.h"
 #include "edge.h"
+#include "launcher.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -73,30 +80,6 @@
 /* After a failed registration (max_worker_processes), try again. */
 #define REGISTER_RETRY_MS		10000
 
-/* What the launcher knows of the extension in a database ("*" only). */
-typedef enum ExtState
-{
-	EXT_UNKNOWN,				/* a relay must connect to find out */
-	EXT_YES,
-	EXT_NO
-} ExtState;
-
-/* A database in pg_database, as the last scan found it. */
-typedef struct LauncherDb
-{
-	Oid			oid;
-	char		name[NAMEDATALEN];
-	bool		connectable;	/* datallowconn, and not half dropped */
-	bool		is_template;
-	ExtState	ext;
-	bool		reprobe;		/* given the extension while probed */
-	bool		wanted;
-	bool		probe;			/* wanted to find out about the extension */
-	int			target;			/* relays it gets this turn */
-	bool		logged_unserved;
-	int			order;			/* list position, or scan order */
-} LauncherDb;
-
 /* The launcher's own memory: its view of the databases and slots. */
 static LauncherDb *dbs = NULL;
 static int	ndbs = 0;
@@ -111,6 +94,7 @@ static bool *stop_sent;
 static TimestampTz last_scan = 0;
 static int	logged_unprobed = 0;	/* databases not looked at, last logged */
 static TimestampTz register_retry_at = 0;
+static bool elastic_adopted = false;	/* extra relays adopted at start */
 
 /* True while the launcher reads pg_database: a cancel then cancels it. */
 static volatile sig_atomic_t in_scan = false;
@@ -237,6 +221,9 @@ scan_databases(void)
 				d->ext = old[i].ext;
 				d->reprobe = old[i].reprobe;
 				d->logged_unserved = old[i].logged_unserved;
+				d->want = old[i].want;
+				d->added_at = old[i].added_at;
+				d->retired_at = old[i].retired_at;
 			}
 	}
 	table_endscan(scan);
@@ -469,7 +456,9 @@ log_unserved(void)
 /*
  * share_relays: how many relays each database gets: one each for the
  * wanted ones, then one each to find out about the unknown ones ("*"),
- * then one more each in turn up to grelout.workers.
+ * then one more each in turn up to grelout.workers, then the extra relays
+ * of the elastic ones in turn, up to what each wants; what a database
+ * wants beyond what it got is forgotten (it asks again if saturated).
  */
 static void
 share_relays(void)
@@ -502,6 +491,22 @@ share_relays(void)
 				more = true;
 			}
 	}
+	more = true;
+	while (more && left > 0)
+	{
+		more = false;
+		for (int i = 0; i < ndbs && left > 0; i++)
+			if (dbs[i].wanted && dbs[i].target >= grelout_workers &&
+				dbs[i].target < dbs[i].want)
+			{
+				dbs[i].target++;
+				left--;
+				more = true;
+			}
+	}
+	for (int i = 0; i < ndbs; i++)
+		dbs[i].want = (dbs[i].wanted && dbs[i].want > grelout_workers) ?
+			Min(dbs[i].want, dbs[i].target) : 0;
 	log_unserved();
 }
 
@@ -576,16 +581,6 @@ asides_now(Oid *out)
 	}
 	SpinLockRelease(&grelout_shared->mutex);
 	return n;
-}
-
-/* in_oids: is oid among the n of oids? */
-static bool
-in_oids(Oid oid, const Oid *oids, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (oids[i] == oid)
-			return true;
-	return false;
 }
 
 /*
@@ -744,6 +739,7 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	int			pid;
 	bool		no_extension;
 	bool		found;
+	bool		retiring;
 	LauncherDb *d;
 	pid_t		bgpid;
 	bool		never_started;
@@ -763,6 +759,7 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	pid = slot->pid;
 	no_extension = slot->no_extension;
 	found = slot->extension_found;
+	retiring = slot->retire_requested;
 	SpinLockRelease(&slot->mutex);
 
 	if (state == SLOT_FREE)
@@ -787,7 +784,10 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 		return state;
 	exited_at[i] = 0;
 
-	if (d && relay <= d->target && !in_oids(dboid, asides, nasides))
+	if (d && relay <= d->target && !launcher_in_oids(dboid, asides, nasides))
+		return state;
+	/* an extra relay retiring finishes its requests and exits by itself */
+	if (d && d->wanted && retiring && !launcher_in_oids(dboid, asides, nasides))
 		return state;
 	/* no longer wanted here: its own stop hands back its claims */
 	SpinLockAcquire(&slot->mutex);
@@ -799,7 +799,7 @@ look_at_slot(int i, const Oid *asides, int nasides, TimestampTz now)
 	 * The backend that wants the database free signals its relays itself;
 	 * a second SIGTERM would cancel the settle that hands the claims back.
 	 */
-	if (in_oids(dboid, asides, nasides))
+	if (launcher_in_oids(dboid, asides, nasides))
 		return state;
 	if (pid != 0 && !stop_sent[i])
 	{
@@ -871,6 +871,9 @@ reconcile(const Oid *asides, int nasides)
 		slot->last_error[0] = '\0';
 		slot->started_at = 0;
 		slot->activity[0] = '\0';
+		slot->retire_requested = false;
+		slot->saturated = false;
+		slot->saturated_at = 0;
 		SpinLockRelease(&slot->mutex);
 		exited_at[i] = 0;
 	}
@@ -883,7 +886,7 @@ reconcile(const Oid *asides, int nasides)
 	{
 		LauncherDb *d = &dbs[k];
 
-		if (d->target == 0 || in_oids(d->oid, asides, nasides))
+		if (d->target == 0 || launcher_in_oids(d->oid, asides, nasides))
 			continue;
 		for (int n = 1; n <= d->target; n++)
 		{
@@ -928,9 +931,16 @@ reconcile(const Oid *asides, int nasides)
 			slot->stop_requested = false;
 			slot->no_extension = false;
 			slot->extension_found = false;
+			slot->retire_requested = false;
+			slot->saturated = false;
 			SpinLockRelease(&slot->mutex);
 			if (!start_relay(i, d))
+			{
+				/* an extra relay is given up: the database goes on without */
+				if (n > grelout_workers)
+					d->want = n - 1;
 				return REGISTER_RETRY_MS;
+			}
 		}
 	}
 	return next;
@@ -1053,7 +1063,12 @@ grelout_launcher_main(Datum arg)
 		if (dbs != NULL)
 		{
 			choose_wanted();
+			if (!elastic_adopted)
+				elastic_adopt(dbs, ndbs);
+			elastic_adopted = true;
 			share_relays();
+			if (elastic_turn(dbs, ndbs, asides, nasides, &timeout))
+				share_relays();
 			restart_in = reconcile(asides, nasides);
 			if (restart_in >= 0)
 				timeout = Min(timeout, restart_in);

@@ -31,6 +31,13 @@
  * the statement in progress, never the relay; the ProcSignalBarrier of
  * DROP DATABASE is absorbed by CHECK_FOR_INTERRUPTS at the top of the loop.
  *
+ * An extra relay of an elastic database (one above grelout.workers) is
+ * retired by the launcher when its database has had room to spare for a
+ * quiet spell (elastic.h): it claims no more, lets what it has in flight
+ * finish, settles it and exits, handing nothing back.  After each claim
+ * that could tell, the relay notes whether it was short of room, and its
+ * slot says whether it is saturated, for the launcher to add a relay.
+ *
  * The relay's session pins what its statements rely on (read committed,
  * read-write, bounded lock waits) whatever the server's defaults.  Every
  * timer of the loop runs on the monotonic clock and moves forward on every
@@ -46,6 +53,7 @@
 
 #include <time.h>
 
+#include "elastic.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -78,6 +86,8 @@ static struct
 	WaitEventSet *wes;
 	bool		stopping;
 	MonoTime	stop_deadline;
+	bool		retiring;		/* the launcher retires it: claim no more */
+	ElasticRelay room;			/* short of room, saturated (elastic.h) */
 	char		activity[64];	/* what grelout.relays shows */
 } life;
 
@@ -191,7 +201,8 @@ may_claim(void)
 	int			limit = budget_most_running(grelout_concurrency,
 											relay_schema >= STORE_SCHEMA_1_1);
 
-	return !life.stopping && grelout_relay_enabled && jobs_running() < limit;
+	return !life.stopping && !life.retiring && grelout_relay_enabled &&
+		jobs_running() < limit;
 }
 
 /*
@@ -288,14 +299,63 @@ stop_if_done(void)
 	proc_exit(1);
 }
 
+/*
+ * note_room: after a cycle, whether its claim was short of room (a claim
+ * that says nothing of it changes nothing); while the relay claims
+ * nothing (paused, stopping, retiring) it is not saturated.  The slot is
+ * told only when the saturated state changes.
+ */
+static void
+note_room(void)
+{
+	bool		measured;
+	bool		short_of_room = cycle_short_of_room(&measured);
+
+	if (life.stopping || life.retiring || !grelout_relay_enabled)
+	{
+		measured = true;
+		short_of_room = false;
+	}
+	if (measured && elastic_relay_note(&life.room, short_of_room, elastic_now()))
+		grelout_slot_saturated(MyRelay.slot, life.room.saturated);
+}
+
+/*
+ * retire_if_asked: the launcher retires this extra relay (elastic.h): claim
+ * no more; once nothing is in flight and every outcome is settled, exit.
+ * A stop (SIGTERM) meanwhile takes over: stop_if_done.
+ */
+static void
+retire_if_asked(void)
+{
+	if (life.stopping)
+		return;
+	if (!life.retiring && grelout_slot_retiring(MyRelay.slot))
+	{
+		life.retiring = true;
+		set_activity("retiring");
+		note_room();
+	}
+	if (!life.retiring || jobs_running() > 0 || jobs_settles_queued() > 0)
+		return;
+	ereport(LOG,
+			(errmsg("grelout relay %d retires from database \"%s\"",
+					MyRelay.relay, MyRelay.dbname),
+			 errdetail("The launcher retired it, an extra relay above grelout.workers; it finished and settled its requests, and hands nothing back.")));
+	proc_exit(0);
+}
+
 /* show_activity: what the relay is doing, when not stopping. */
 static void
 show_activity(void)
 {
-	if (!life.stopping)
+	if (!life.stopping && !life.retiring)
 	{
 		if (!grelout_relay_enabled)
+		{
 			set_activity("paused (grelout.relay is off)");
+			note_room();
+		}
 		else if (!cycle_extension_ready())
 			set_activity("waiting for CREATE EXTENSION grelout");
 		else if (jobs_running() > 0)
@@ -509,9 +569,11 @@ grelout_relay_main(Datum arg)
 		{
 			(void) cycle_run(may_claim());
 			jobs_start_claimed();
+			note_room();
 		}
 		spans_flush();
 		stop_if_done();
+		retire_if_asked();
 		show_activity();
 		wait_for_work();
 	}

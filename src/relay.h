@@ -78,6 +78,8 @@ typedef struct ClaimResult
 	bool		keyed;			/* the claim statement took a message with a key */
 	bool		events;			/* it published events: route them soon */
 	bool		again;			/* claim again at once: more may be new or due */
+	bool		short_of_room;	/* it took all it had room for, or routing
+								 * left new messages for want of room */
 	MonoTime	next_at;		/* otherwise, claim by then */
 } ClaimResult;
 
@@ -100,6 +102,7 @@ extern bool cycle_purge_backlog(void);
 extern void cycle_want_claim(void);
 extern void cycle_wake(void);
 extern bool cycle_extension_ready(void);
+extern bool cycle_short_of_room(bool *measured);
 extern void cycle_flush_stats(void);
 
 /* backlog.c */

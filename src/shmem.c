@@ -13,6 +13,7 @@
  */
 #include "shmem.h"
 
+#include "elastic.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "health.h"
@@ -237,6 +238,9 @@ slot_detach(int code, Datum arg)
 	slot->pgprocno = -1;
 	slot->pid = 0;
 	slot->in_flight = 0;
+	if (slot->saturated)
+		slot->saturated_at = elastic_now();
+	slot->saturated = false;
 	slot->state = SLOT_EXITED;
 	strlcpy(slot->activity, "stopped", sizeof(slot->activity));
 	SpinLockRelease(&slot->mutex);
@@ -337,6 +341,36 @@ grelout_slot_extension(GreloutRelaySlot *slot, bool found)
 	slot->no_extension = !found;
 	SpinLockRelease(&slot->mutex);
 	grelout_wake_launcher(false, InvalidOid);
+}
+
+/*
+ * grelout_slot_saturated: the relay became saturated, or no longer is
+ * (elastic.h); the launcher is told when it becomes saturated, to add a
+ * relay to its database.
+ */
+void
+grelout_slot_saturated(GreloutRelaySlot *slot, bool saturated)
+{
+	int64		now = elastic_now();
+
+	SpinLockAcquire(&slot->mutex);
+	slot->saturated = saturated;
+	slot->saturated_at = now;
+	SpinLockRelease(&slot->mutex);
+	if (saturated)
+		grelout_wake_launcher(false, InvalidOid);
+}
+
+/* grelout_slot_retiring: has the launcher asked this relay to retire? */
+bool
+grelout_slot_retiring(GreloutRelaySlot *slot)
+{
+	bool		retiring;
+
+	SpinLockAcquire(&slot->mutex);
+	retiring = slot->retire_requested;
+	SpinLockRelease(&slot->mutex);
+	return retiring;
 }
 
 /* grelout_slot_error: remember the last delivery error and its time. */

@@ -34,11 +34,16 @@
  * - the launcher assigns a slot (state SLOT_STARTING, dboid, db_entry,
  *   relay, roleoid, the flags cleared) and frees it (SLOT_FREE, counters
  *   reset), only while no relay runs in it (SLOT_FREE or SLOT_EXITED); it
- *   sets stop_requested;
+ *   sets stop_requested, and retire_requested for an extra relay of an
+ *   elastic database that has had room to spare for a quiet spell (the
+ *   relay then claims no more, finishes and settles what it has in flight,
+ *   and exits: no hand-back, no request sent twice);
  * - the relay it starts attaches (pid, started_at, pgprocno, SLOT_RUNNING:
- *   grelout_slot_attach), keeps its activity, counters, last error and
- *   extension flags, and detaches at exit (pgprocno -1, pid 0, in_flight
- *   0, SLOT_EXITED: slot_detach), counters kept for grelout.relays;
+ *   grelout_slot_attach), keeps its activity, counters, last error,
+ *   extension flags and saturated state (saturated, and saturated_at when
+ *   it changes: elastic.h), and detaches at exit (pgprocno -1, pid 0,
+ *   in_flight 0, saturated off, SLOT_EXITED: slot_detach), counters kept
+ *   for grelout.relays;
  * - a backend reads a slot (grelout.relays, databases.c's step aside)
  *   and writes none of it.
  */
@@ -53,6 +58,9 @@ typedef struct GreloutRelaySlot
 	bool		stop_requested; /* the launcher wants it gone */
 	bool		no_extension;	/* '*': it found no extension and left */
 	bool		extension_found;	/* it found the extension */
+	bool		retire_requested;	/* the launcher retires it (elastic) */
+	bool		saturated;		/* short of room for a while (elastic.h) */
+	int64		saturated_at;	/* when saturated last changed (elastic_now) */
 	int			pgprocno;		/* -1 when no relay runs in this slot */
 	int			pid;
 	TimestampTz started_at;
@@ -213,5 +221,7 @@ extern void grelout_slot_error(GreloutRelaySlot *slot, const char *error);
 extern void grelout_slot_cycle(GreloutRelaySlot *slot, bool committed, int64 us,
 							   int64 settle_us, int64 claim_us);
 extern void grelout_slot_extension(GreloutRelaySlot *slot, bool found);
+extern void grelout_slot_saturated(GreloutRelaySlot *slot, bool saturated);
+extern bool grelout_slot_retiring(GreloutRelaySlot *slot);
 
 #endif							/* GRELOUT_SHMEM_H */

@@ -28,7 +28,11 @@ our @EXPORT_OK = qw(relay_pids set_conf log_offset log_since new_secret
 my $src = $ENV{GRELOUT_SRC} // dirname(__FILE__) . '/../..';
 
 # grelout_node(NAME, CONF_LINES...): a started cluster whose database "app"
-# has the extension; the relays serve "app".
+# has the extension; the relays serve "app".  Its relays are the
+# grelout.workers a test sets, whatever the machine's processors:
+# grelout.max_workers is 1 unless the test sets it (a later line wins),
+# so that a test that counts relays, or their shares, is not changed by
+# extra relays added under its backlog (046 and 133 test those).
 sub grelout_node
 {
 	my ($name, @conf) = @_;
@@ -37,6 +41,7 @@ sub grelout_node
 	$node->append_conf('postgresql.conf', join("\n",
 		"shared_preload_libraries = 'grelout'",
 		"grelout.database = 'app'",
+		"grelout.max_workers = 1",
 		"max_prepared_transactions = 10",
 		@conf) . "\n");
 	$node->start;

@@ -7,7 +7,7 @@
 -- once and the configuration is never reloaded.  ALTER SYSTEM cannot run
 -- inside a function or transaction, so its outcome is read from psql's
 -- SQLSTATE variable; psql prints those expected errors on stderr.
-SELECT plan(192);
+SELECT plan(200);
 
 -- every setting of the contract: boot default, unit, type, context
 SELECT is((SELECT format('%s|%s|%s|%s', boot_val, coalesce(unit, ''), vartype, context)
@@ -48,6 +48,17 @@ FROM (VALUES
 	('grelout.keep_attempts', '604800|s|integer|sighup'),
 	('grelout.otlp_endpoint', '||string|sighup')) AS s(name, expected);
 
+-- grelout.max_workers: its default is the number of processors online (at
+-- most 64), so it is checked apart
+SELECT is((SELECT format('%s|%s|%s|%s..%s', coalesce(unit, ''), vartype, context, min_val, max_val)
+		   FROM pg_settings WHERE name = 'grelout.max_workers'),
+	'|integer|sighup|1..64', 'grelout.max_workers: no unit, integer, context sighup, 1 to 64');
+SELECT ok((SELECT boot_val::int BETWEEN 1 AND 64 FROM pg_settings WHERE name = 'grelout.max_workers'),
+	'grelout.max_workers defaults to the processors online');
+SELECT is(current_setting('grelout.max_workers'),
+	(SELECT boot_val FROM pg_settings WHERE name = 'grelout.max_workers'),
+	'grelout.max_workers runs with its default here');
+
 -- the running values of the settings this cluster does not configure are
 -- the defaults, shown in PostgreSQL's units
 SELECT is(current_setting(s.name), s.shown, format('%s is %s', s.name, s.shown))
@@ -83,7 +94,7 @@ SELECT is((SELECT context FROM pg_settings WHERE name = 'grelout.' || s), 'postm
 FROM unnest(ARRAY['role', 'max_relays']) AS s;
 SELECT is((SELECT context FROM pg_settings WHERE name = 'grelout.' || s), 'sighup',
 	format('grelout.%s applies on reload (the launcher follows it)', s))
-FROM unnest(ARRAY['database', 'workers']) AS s;
+FROM unnest(ARRAY['database', 'workers', 'max_workers']) AS s;
 
 -- ranges
 SELECT is((SELECT format('%s..%s', min_val, max_val) FROM pg_settings WHERE name = 'grelout.retry_jitter'),
@@ -173,6 +184,10 @@ ALTER SYSTEM RESET grelout.lease_duration;
 SELECT is(:'SQLSTATE'::text, '00000', 'reset');
 
 -- range checks
+ALTER SYSTEM SET grelout.max_workers = 0;
+SELECT is(:'SQLSTATE'::text, '22023', 'max_workers 0 is out of range');
+ALTER SYSTEM SET grelout.max_workers = 65;
+SELECT is(:'SQLSTATE'::text, '22023', 'max_workers 65 is out of range');
 ALTER SYSTEM SET grelout.batch_size = 0;
 SELECT is(:'SQLSTATE'::text, '22023', 'batch_size 0 is out of range');
 ALTER SYSTEM SET grelout.concurrency = 0;

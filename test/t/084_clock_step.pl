@@ -38,6 +38,7 @@ $node->init;
 $node->append_conf('postgresql.conf', join("\n",
 	"shared_preload_libraries = 'grelout'",
 	"grelout.database = 'app'",
+	"grelout.max_workers = 1",
 	"grelout.poll_interval = '300ms'") . "\n");
 {
 	local $ENV{LD_PRELOAD} = $faketime;

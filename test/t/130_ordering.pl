@@ -16,6 +16,12 @@
 # flags a request of a key that is neither the next number nor a repeat of
 # the last success (at-least-once after the crash), and one that came
 # before the previous request of its key was answered.
+#
+# 133_ordering_elastic.pl runs this file with elastic relays
+# ($main::elastic_relays): one relay (grelout.workers) and up to four
+# (grelout.max_workers), added by the launcher under the backlog, the one
+# killed an added one when it runs; the same checks hold, and the added
+# relays retire once the endpoint is quiet.
 use strict;
 use warnings;
 use IPC::Run;
@@ -26,11 +32,19 @@ use GreloutTest qw(:DEFAULT relay_pids log_offset log_since);
 
 my $ci = ($ENV{CI} // '') eq 'true';
 my ($keys, $per_key) = $ci ? (50, 20) : (200, 50);
+my $elastic;
+{
+	no warnings 'once';
+	$elastic = $main::elastic_relays // 0;
+}
+# the relays there are at least (grelout.workers), and at most
+my ($relays_min, $relays_max) = $elastic ? (1, 4) : (4, 4);
 
 my $recv = start_receiver();
-my $node = grelout_node('ordering',
+my $node = grelout_node($elastic ? 'ordering_elastic' : 'ordering',
 	"restart_after_crash = on",
-	"grelout.workers = 4",
+	"grelout.workers = $relays_min",
+	"grelout.max_workers = $relays_max",
 	"grelout.concurrency = 16",
 	"grelout.lease_duration = '5s'",
 	"grelout.poll_interval = '200ms'",
@@ -42,7 +56,20 @@ my $node = grelout_node('ordering',
 
 sub sq { return $node->safe_psql('app', $_[0]); }
 
-ok(wait_until(sub { scalar(relay_pids($node)) == 4 }, 60), 'four relays run');
+ok(wait_until(sub { scalar(relay_pids($node)) == $relays_min }, 60),
+	"$relays_min relays run (grelout.workers)");
+
+# most_relays(CODE): CODE, noting the most relays seen meanwhile
+my $most = 0;
+sub most_relays
+{
+	my ($code) = @_;
+	return sub {
+		my $r = scalar(relay_pids($node));
+		$most = $r if $r > $most;
+		return $code->();
+	};
+}
 
 # ---- the publishers: tickets of one or two messages of a key, shuffled;
 # each transaction takes one ticket and numbers its messages from the key's
@@ -107,17 +134,22 @@ sub publishers
 }
 
 my @pubs = publishers();
-ok(wait_until(sub { $recv->count('/ord') >= $keys * $per_key / 4 }, 120),
+ok(wait_until(most_relays(sub { $recv->count('/ord') >= $keys * $per_key / 4 }), 120),
 	'a quarter of the messages delivered while the sessions publish');
-my @relays = relay_pids($node);
+# elastic: the relay killed is the last started, an added one if there is
+my @relays = $elastic ?
+	split(/\n/, $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity"
+		. " WHERE backend_type = 'grelout relay' ORDER BY backend_start")) :
+	relay_pids($node);
 my $offset = log_offset($node);
 my $killed_at = time();
-ok(kill('KILL', $relays[1]), 'a relay killed with SIGKILL mid-run');
+ok(kill('KILL', $relays[ $elastic ? -1 : 1 ]), 'a relay killed with SIGKILL mid-run');
 ok(wait_until(sub { log_since($node, $offset) =~ /all server processes terminated; reinitializing/ }, 60),
 	'the server restarts after the crash');
 $_->finish for @pubs;	# killed by the restart, or done
 ok($node->poll_query_until('app', 'SELECT true'), 'the server accepts connections again');
-ok(wait_until(sub { scalar(relay_pids($node)) == 4 }, 60), 'four relays run again');
+ok(wait_until(sub { scalar(relay_pids($node)) >= $relays_min }, 60),
+	"$relays_min relays run again");
 
 # what the crash rolled back is published again
 @pubs = publishers();
@@ -126,8 +158,17 @@ sq("CALL drain()");
 is(sq("SELECT count(*) FROM tickets"), '0', 'every ticket published');
 is(sq("SELECT sum(n) FROM ctr"), $keys * $per_key, 'every message numbered');
 
-ok(wait_until(sub { sq("SELECT count(*) FROM grelout.outbox WHERE topic = 'ord.t'") eq '0' }, 300),
+ok(wait_until(most_relays(sub { sq("SELECT count(*) FROM grelout.outbox WHERE topic = 'ord.t'") eq '0' }), 300),
 	'the outbox drains');
+if ($elastic)
+{
+	cmp_ok($most, '>', $relays_min, "the launcher added relays under the backlog ($most at most)");
+	cmp_ok($most, '<=', $relays_max, 'never more than grelout.max_workers');
+}
+else
+{
+	is($most, 4, 'four relays, no more');
+}
 my $o = $recv->order('/ord');
 is($o->{keys}, $keys, 'every key reached the endpoint');
 is($o->{out_of_order}, 0, 'every key\'s messages arrived in commit order')
@@ -155,6 +196,16 @@ sub diag_key
 			$r->{done_at} // 0, $r->{body}, $r->{headers}{'grelout-attempt'},
 			$r->{status} // '-', $r->{peer_port}));
 	}
+}
+
+# elastic: once the endpoint is quiet, the added relays retire, handing
+# nothing back
+if ($elastic)
+{
+	my $quiet = log_offset($node);
+	ok(wait_until(sub { scalar(relay_pids($node)) == $relays_min }, 120),
+		'the added relays retire when the backlog is gone');
+	unlike(log_since($node, $quiet), qr/stopping with [1-9]/, 'with no request unfinished');
 }
 
 # ---- head of line, 'block': a dead head holds exactly its key
