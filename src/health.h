@@ -101,6 +101,7 @@ typedef struct HealthEntry
 	char		last_error[GRELOUT_LAST_ERROR_MAX];
 	/* limits */
 	int			in_flight;		/* requests started or reserved, all relays */
+	int			concurrency_limit;	/* the relays' adaptive limits, summed */
 	TimestampTz paused_until;	/* Retry-After of a 429/503 */
 	double		tokens;			/* max_per_second budget */
 	TimestampTz tokens_at;
@@ -114,6 +115,7 @@ typedef struct HealthMetrics
 	HealthKey	key;
 	int			breaker;
 	int			in_flight;
+	int			concurrency_limit;
 	HealthCounters counters;
 } HealthMetrics;
 
@@ -165,6 +167,7 @@ extern int	health_gate(HealthEntry *e, int want, TimestampTz now, bool *probe,
 						TimestampTz *wake_at);
 extern void health_release_probe(HealthEntry *e);
 extern void health_add_in_flight(HealthEntry *e, int n);
+extern void health_add_limit(HealthEntry *e, int n);
 extern HealthTransition health_outcome(HealthEntry *e, HealthOutcome kind,
 									   bool probe, int64 pause_ms,
 									   const char *error, TimestampTz now,

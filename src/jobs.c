@@ -607,7 +607,7 @@ finish_job(WebhookJob *job)
 {
 	Outcome		o = decide(job);
 
-	local_handler_finished(job, responded(&job->req));
+	local_handler_finished(job, responded(&job->req), job->req.status);
 	if (o.kind == OUTCOME_DELIVERED)
 	{
 		(void) judge_health(job, NULL);

@@ -79,6 +79,8 @@ handler_samples(ReturnSetInfo *rsinfo, const char *database,
 			   (double) c->breaker_openings);
 	put_sample(rsinfo, database, h, 0, "grelout_handler_in_flight", NULL, (double) m->in_flight);
 	put_sample(rsinfo, database, h, 0, "grelout_handler_breaker_state", NULL, (double) m->breaker);
+	put_sample(rsinfo, database, h, 0, "grelout_handler_concurrency_limit", NULL,
+			   (double) m->concurrency_limit);
 
 	for (int i = 0; i < LATENCY_BUCKETS; i++)
 	{

@@ -43,6 +43,7 @@
  */
 #include "relay.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include "miscadmin.h"
@@ -65,6 +66,12 @@ RelayIdentity MyRelay;
 
 /* The loop's memory context, reset at every turn. */
 MemoryContext RelayLoopContext = NULL;
+
+/*
+ * The relay's bound on requests in flight (relay.h): grelout.concurrency,
+ * or fewer when the open-file limit cannot hold that many (fit_open_files).
+ */
+int			relay_concurrency = 1;
 
 /* True while a database cycle runs: a cancel then cancels its statement. */
 volatile sig_atomic_t relay_in_cycle = false;
@@ -167,18 +174,75 @@ relay_report_idle(void)
 }
 
 /*
- * reload_settings: SIGHUP, and once at start.  The engine's connection
- * pool is sized to the most requests the relay may have in flight (per
- * handler, as with a 1.1 schema: the larger bound).
+ * open_files_capped: LOG that the hard open-file limit (files) holds the
+ * relay's requests in flight below grelout.concurrency; once a value of
+ * the setting.
+ */
+static void
+open_files_capped(int64 files, int64 need)
+{
+	static int	logged_for = 0;
+
+	if (logged_for == grelout_concurrency)
+		return;
+	logged_for = grelout_concurrency;
+	ereport(LOG,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("grelout relay %d can have at most %d requests in flight, fewer than grelout.concurrency (%d)",
+					MyRelay.relay, relay_concurrency, grelout_concurrency),
+			 errdetail("Its open-file limit is %lld, capped by the hard limit; grelout.concurrency needs %lld.",
+					   (long long) files, (long long) need),
+			 errhint("Raise the hard open-file limit of the PostgreSQL service (LimitNOFILE in its systemd unit, ulimit -Hn), or lower grelout.concurrency.")));
+}
+
+/*
+ * fit_open_files: raise the relay's soft open-file limit to what its
+ * requests in flight may need (budget_files_needed), as far as the hard
+ * limit allows (never lowering it), and set relay_concurrency: the
+ * setting, or what the limit holds when the hard limit caps it.
+ */
+static void
+fit_open_files(void)
+{
+	int64		need = budget_files_needed(grelout_concurrency);
+	struct rlimit rl;
+	int64		files;
+
+	relay_concurrency = grelout_concurrency;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+		(int64) rl.rlim_cur >= need)
+		return;
+	if (rl.rlim_max == RLIM_INFINITY || (int64) rl.rlim_max >= need)
+		rl.rlim_cur = (rlim_t) need;
+	else
+		rl.rlim_cur = rl.rlim_max;
+	files = (int64) rl.rlim_cur;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		files = (int64) rl.rlim_cur;
+	ereport(DEBUG1,
+			(errmsg("grelout relay %d open-file limit raised to %lld",
+					MyRelay.relay, (long long) files)));
+	if (files >= need)
+		return;
+	relay_concurrency = Min(grelout_concurrency, budget_concurrency_for_files(files));
+	open_files_capped(files, need);
+}
+
+/*
+ * reload_settings: SIGHUP, and once at start.  The open-file limit is
+ * raised for grelout.concurrency (fit_open_files), and the engine's
+ * connection pool sized to the most requests the relay may have in flight
+ * (per handler, as with a 1.1 schema: the larger bound).
  */
 static void
 reload_settings(bool initial)
 {
 	if (!initial)
 		ProcessConfigFile(PGC_SIGHUP);
+	fit_open_files();
 	http_engine_configure(life.engine, grelout_ca_file,
 						  grelout_block_private_networks, grelout_allowed_networks,
-						  budget_most_running(grelout_concurrency, true));
+						  budget_most_running(relay_concurrency, true));
 	cycle_want_claim();
 }
 
@@ -187,7 +251,7 @@ static bool
 may_claim(void)
 {
 	/* 1.1: a handler with nothing in flight may get a slot beyond them */
-	int			limit = budget_most_running(grelout_concurrency,
+	int			limit = budget_most_running(relay_concurrency,
 											relay_schema >= STORE_SCHEMA_1_1);
 
 	return !life.stopping && grelout_relay_enabled && jobs_running() < limit;
@@ -492,6 +556,7 @@ void
 grelout_relay_main(Datum arg)
 {
 	life.index = DatumGetInt32(arg);
+	relay_concurrency = grelout_concurrency;
 	relay_init();
 
 	for (;;)

@@ -1,0 +1,106 @@
+# Adaptive concurrency (issue 32): each handler's limit of requests in
+# flight grows while its answers stay timely and healthy, and falls when
+# they slow down or fail.  One relay with the default grelout.concurrency
+# (a safety bound in the thousands), the breaker off so that only the limit
+# protects.  A receiver that holds each request 200 ms, with a backlog:
+# the handler's limit (grelout.metrics(), grelout_handler_concurrency_limit)
+# and the requests the receiver holds at once grow well past the old
+# default of 50 slots.  Then the endpoint answers in 2 s: the limit falls
+# to less than half of what it was; then it answers 503: the limit falls
+# to a few requests.  Behaviour only: no assertion on speed.
+use strict;
+use warnings;
+use JSON::PP;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use GreloutTest qw(:DEFAULT);
+
+my $recv = start_receiver();
+my $node = grelout_node('adaptive_limit',
+	"grelout.workers = 1",
+	"grelout.request_timeout = '20s'",
+	"grelout.lease_duration = '60s'",
+	"grelout.breaker_threshold = 0",
+	"grelout.retry_base = '100ms'",
+	"grelout.retry_max = '1s'",
+	"grelout.retry_jitter = 0",
+	"grelout.max_attempts = 100000");
+
+sub sq { return $node->safe_psql('app', $_[0]); }
+
+my $bg = $node->background_psql('app');
+
+# limit(): the handler's adaptive limit, as grelout.metrics() shows it
+sub limit
+{
+	my $v = $bg->query_safe("SELECT coalesce(max(value), -1) FROM grelout.metrics()"
+		  . " WHERE handler = 's' AND metric = 'grelout_handler_concurrency_limit'");
+	$v =~ s/\s+//g;
+	return $v;
+}
+
+# poll(CODE, SECONDS): CODE every 300 ms until true (a gentler pace than
+# wait_until: the receiver is busy)
+sub poll
+{
+	my ($code, $timeout) = @_;
+	my $deadline = time() + $timeout;
+	while (time() < $deadline)
+	{
+		return 1 if $code->();
+		usleep(300_000);
+	}
+	return 0;
+}
+
+is(sq('SHOW grelout.concurrency'), '2000', 'grelout.concurrency defaults to 2000');
+ok(wait_until(sub { sq('SELECT count(*) FROM grelout.relays WHERE pid IS NOT NULL') eq '1' }, 60),
+	'one relay running');
+
+# ---- a slow, healthy endpoint (200 ms an answer) with a backlog
+$recv->script('/s', [], { status => 204, delay => 0.2 });
+my $url = $recv->url('/s');
+sq("INSERT INTO grelout.handlers (name, topic, url) VALUES ('s', 's.t', '$url')");
+sq("SELECT count(outbox_publish('s.t', jsonb_build_object('n', g))) FROM generate_series(1, 40000) g");
+
+my $peak = 0;
+ok(poll(sub { my $l = limit(); $peak = $l if $l > $peak; $peak >= 200 }, 120),
+	"the limit grows past the old default of 50 slots ($peak)");
+my $held = 0;
+ok(poll(sub { $held = $recv->stats('/s')->{max_in_flight}; $held >= 150 }, 60),
+	"the receiver held $held requests at once (at least 150)");
+cmp_ok($held, '<=', 2000, 'never more than grelout.concurrency');
+for (1 .. 5) { my $l = limit(); $peak = $l if $l > $peak; usleep(300_000); }
+note("limit at its peak: $peak");
+
+# ---- the endpoint slows down (2 s an answer, ten times its baseline)
+$recv->script('/s', [], { status => 204, delay => 2 });
+my $slow = $peak;
+ok(poll(sub { $slow = limit(); $slow <= $peak / 2 }, 60),
+	"answering in 2 s, the limit falls below half its peak ($slow of $peak)");
+cmp_ok($slow, '>=', 1, 'and stays at least 1');
+
+# ---- the endpoint answers 503
+$recv->script('/s', [], { status => 503 });
+my $failing = $slow;
+ok(poll(sub { $failing = limit(); $failing <= 10 }, 60),
+	"answering 503, the limit falls to a few requests ($failing)");
+$recv->reset;
+$recv->script('/s', [], { status => 503 });
+usleep(1_500_000);
+my $held_503 = $recv->stats('/s')->{max_in_flight};
+cmp_ok($held_503, '<=', 20,
+	"while it answers 503 the receiver gets few requests at once ($held_503)");
+
+# ---- healthy again: the backlog is delivered
+sq("DELETE FROM grelout.outbox WHERE topic = 's.t' AND state = 'pending'");
+$recv->script('/s', [], { status => 204 });
+ok(wait_until(sub { sq("SELECT count(*) FROM grelout.outbox WHERE topic = 's.t'") eq '0' }, 120),
+	'healthy again, the deliveries in flight end');
+is(sq("SELECT count(*) FROM grelout.outbox WHERE state = 'dead'"), '0', 'nothing dead');
+
+$bg->quit;
+$node->stop;
+$recv->stop;
+done_testing();
