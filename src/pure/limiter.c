@@ -95,10 +95,14 @@ grow(Limiter *l, int limit, int in_flight)
 	if (2 * (int64_t) in_flight < limit)
 		return limit;
 	if (l->threshold == 0 || limit < l->threshold)
+	{
+		l->grown = true;
 		return limit + 1;
+	}
 	if (++l->acked >= limit)
 	{
 		l->acked = 0;
+		l->grown = true;
 		return limit + 1;
 	}
 	return limit;
@@ -107,7 +111,10 @@ grow(Limiter *l, int limit, int in_flight)
 /*
  * cut: a failure halves the limit, a slow answer keeps the fraction the
  * tolerated latency is of its own (LIMITER_SLOW_CUT_MIN to _MAX); at least
- * one.  The threshold becomes the new limit, at least LIMITER_START.
+ * one.  The first cut after growth sets the threshold to the new limit (at
+ * least LIMITER_START); the cuts that follow it without growth between
+ * (an outage) keep that threshold, so that the limit climbs back quickly
+ * to half of where it was once the endpoint answers again.
  */
 static int
 cut(Limiter *l, int limit, LimiterVerdict v, int64_t us, int64_t now)
@@ -126,7 +133,9 @@ cut(Limiter *l, int limit, LimiterVerdict v, int64_t us, int64_t now)
 	next = (int) (limit * keep);
 	if (next < 1)
 		next = 1;
-	l->threshold = next > LIMITER_START ? next : LIMITER_START;
+	if (l->grown || l->threshold == 0)
+		l->threshold = next > LIMITER_START ? next : LIMITER_START;
+	l->grown = false;
 	l->acked = 0;
 	l->cut_at = now;
 	return next;

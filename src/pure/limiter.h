@@ -24,7 +24,9 @@
  *	  its own, between LIMITER_SLOW_CUT_MAX and LIMITER_SLOW_CUT_MIN (a
  *	  gradient: the further above, the deeper the cut).  The threshold
  *	  becomes the new limit (at least LIMITER_START), so the limit climbs
- *	  back slowly to where the endpoint started to suffer.  Never below 1.
+ *	  back slowly to where the endpoint started to suffer; cuts that
+ *	  follow without growth between (an outage) keep it, so the limit
+ *	  climbs back quickly to half of where it was before.  Never below 1.
  *	- The baseline is the least latency of the good and slow answers of
  *	  this period and the one before (LIMITER_PERIOD_US each): an endpoint
  *	  that became slower for good is measured anew within two periods.
@@ -68,6 +70,7 @@ typedef struct Limiter
 	int			limit;			/* requests in flight; 0: LIMITER_START */
 	int			threshold;		/* slow start below it; 0: none yet */
 	int			acked;			/* good answers toward the next +1 */
+	bool		grown;			/* grown since the last cut */
 	int64_t		cut_at;			/* the last cut (us); 0: none */
 	int64_t		least_now;		/* least latency of this period; 0: none */
 	int64_t		least_before;	/* of the period before; 0: none */

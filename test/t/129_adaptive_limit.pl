@@ -7,14 +7,17 @@
 # and the requests the receiver holds at once grow well past the old
 # default of 50 slots.  Then the endpoint answers in 2 s: the limit falls
 # to less than half of what it was; then it answers 503: the limit falls
-# to a few requests.  Behaviour only: no assertion on speed.
+# to a few requests.  Behaviour only: no assertion on speed.  The relay
+# raised its open-file limit for its bound (/proc/PID/limits); where the
+# hard limit cannot hold grelout.concurrency = 10000, the relay says so in
+# the log and keeps to what it holds.
 use strict;
 use warnings;
 use JSON::PP;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
-use GreloutTest qw(:DEFAULT);
+use GreloutTest qw(:DEFAULT set_conf log_offset log_since);
 
 my $recv = start_receiver();
 my $node = grelout_node('adaptive_limit',
@@ -72,7 +75,13 @@ ok(poll(sub { $held = $recv->stats('/s')->{max_in_flight}; $held >= 150 }, 60),
 	"the receiver held $held requests at once (at least 150)");
 cmp_ok($held, '<=', 2000, 'never more than grelout.concurrency');
 for (1 .. 5) { my $l = limit(); $peak = $l if $l > $peak; usleep(300_000); }
-note("limit at its peak: $peak");
+{
+	my $rpid = sq('SELECT pid FROM grelout.relays WHERE pid IS NOT NULL');
+	my ($rss) = slurp_file("/proc/$rpid/status") =~ /^VmRSS:\s+(\d+ kB)/m;
+	my $in_flight = sq("SELECT value FROM grelout.metrics() WHERE handler = 's'"
+		. " AND metric = 'grelout_handler_in_flight'");
+	note("limit at its peak: $peak; relay resident memory $rss with $in_flight requests in flight");
+}
 
 # ---- the endpoint slows down (2 s an answer, ten times its baseline)
 $recv->script('/s', [], { status => 204, delay => 2 });
@@ -84,7 +93,7 @@ cmp_ok($slow, '>=', 1, 'and stays at least 1');
 # ---- the endpoint answers 503
 $recv->script('/s', [], { status => 503 });
 my $failing = $slow;
-ok(poll(sub { $failing = limit(); $failing <= 10 }, 60),
+ok(poll(sub { $failing = limit(); $failing <= 10 }, 90),
 	"answering 503, the limit falls to a few requests ($failing)");
 $recv->reset;
 $recv->script('/s', [], { status => 503 });
@@ -99,6 +108,26 @@ $recv->script('/s', [], { status => 204 });
 ok(wait_until(sub { sq("SELECT count(*) FROM grelout.outbox WHERE topic = 's.t'") eq '0' }, 120),
 	'healthy again, the deliveries in flight end');
 is(sq("SELECT count(*) FROM grelout.outbox WHERE state = 'dead'"), '0', 'nothing dead');
+
+# ---- the relay's open-file limit
+my $pid = sq('SELECT pid FROM grelout.relays WHERE pid IS NOT NULL');
+my ($soft, $hard) = slurp_file("/proc/$pid/limits") =~ /^Max open files\s+(\d+|unlimited)\s+(\d+|unlimited)/m;
+my $need = 4 * 2000 + 256;
+ok($soft eq 'unlimited' || $soft >= $need || $soft eq $hard,
+	"the relay raised its open-file limit for 2000 requests in flight ($soft, hard $hard)");
+SKIP:
+{
+	skip "the hard open-file limit ($hard) holds grelout.concurrency = 10000", 2
+	  if $hard eq 'unlimited' || $hard >= 4 * 10000 + 256;
+	my $most = int(($hard - 256) / 4);
+	my $offset = log_offset($node);
+	set_conf($node, 'grelout.concurrency' => '10000');
+	ok(wait_until(sub { log_since($node, $offset) =~ /can have at most (\d+) requests in flight/ }, 30),
+		'the relay says in the log that its hard open-file limit caps it');
+	like(log_since($node, $offset),
+		qr/can have at most $most requests in flight, fewer than grelout\.concurrency \(10000\).*\n.*DETAIL:  Its open-file limit is $hard, capped by the hard limit.*\n.*HINT:  Raise the hard open-file limit/,
+		"it keeps to $most, with the limit and a hint");
+}
 
 $bg->quit;
 $node->stop;

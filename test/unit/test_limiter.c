@@ -6,7 +6,7 @@
  *	  more a round trip past the threshold, growth only while the limit is
  *	  used, halving on timeouts, 5xx and 429, a cut by the gradient of a
  *	  slow answer, one cut a round trip, the ceiling, the baseline's
- *	  periods; and two simulated endpoints, a healthy one 100 ms away that
+ *	  periods, the threshold an outage keeps; and two simulated endpoints, a healthy one 100 ms away that
  *	  reaches thousands in flight and one that queues past a knee, where
  *	  the limit settles (between the knee and twice it, where the latency
  *	  has doubled: LIMITER_TOLERANCE).  Prints TAP.
@@ -109,6 +109,7 @@ basics(void)
 	is_int(limiter_judge(&l, &s), LIMITER_FAILED, "a 503 failed");
 	is_int(limiter_sample(&l, &s, 1000), 200, "a 503 halves the limit");
 	is_int(l.threshold, 200, "and the threshold is the new limit");
+	ok(!l.grown, "nothing grown since");
 	s = answer(now + MS, 100, 500, 300);
 	is_int(limiter_sample(&l, &s, 1000), 200,
 		   "a failure of a request sent before the cut cuts no more");
@@ -123,8 +124,8 @@ basics(void)
 	s = answer(now + 20000 * MS, 100, 600, 1);
 	is_int(limiter_judge(&l, &s), LIMITER_FAILED, "a status of 600 or more failed");
 
+	memset(&l, 0, sizeof(l));
 	l.limit = 1;
-	l.cut_at = 0;
 	s = timeout(now, 10000, 1);
 	is_int(limiter_sample(&l, &s, 1000), 1, "never below 1");
 	is_int(l.threshold, LIMITER_START, "the threshold at least LIMITER_START");
@@ -210,11 +211,15 @@ endpoints(void)
 	for (int i = 0; i < 15; i++)
 		limit = round_trip(&l, &now, 100, 503, 5000);
 	is_int(limit, 1, "answering 503 for 15 round trips brings it down to 1");
+	is_int(l.threshold, 2500, "the outage's cuts kept the threshold of its first (half of 5000)");
 	limit = round_trip(&l, &now, 100, 204, 5000);
 	ok(limit == 2, "healthy again: it climbs back (%d)", limit);
-	for (int i = 0; i < 4; i++)
+	for (rounds = 1; rounds < 40 && limit < 2500; rounds++)
 		limit = round_trip(&l, &now, 100, 204, 5000);
-	ok(limit >= LIMITER_START, "slow start up to LIMITER_START at least (%d)", limit);
+	ok(limit >= 2500 && rounds <= 13,
+	   "by slow start to half its limit before the outage (%d after %d round trips)", limit, rounds);
+	limit = round_trip(&l, &now, 100, 204, 5000);
+	ok(limit <= 2502, "then one a round trip (%d)", limit);
 
 	/* queueing past a knee of 200: settles near it, never a timeout */
 	memset(&l, 0, sizeof(l));
