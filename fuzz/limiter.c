@@ -8,8 +8,8 @@
  *
  * The input is a ceiling byte pair, then one sample per five bytes: a
  * start offset and a latency (two bytes each, scaled to milliseconds and
- * seconds), and a byte for the status, answered or not and whether the
- * handler uses its limit.
+ * seconds), and a byte for the status, answered or not, whether the
+ * handler uses its limit and whether the relay was busy elsewhere.
  *
  * Invariants: the limit is always between 1 and the ceiling; a sample
  * grows it by one at most, and only when good; a cut keeps at least half
@@ -61,6 +61,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s.answered = (p[4] & 0x80) == 0;
 		s.status = statuses[(p[4] & 0x0f) % (sizeof(statuses) / sizeof(statuses[0]))];
 		s.in_flight = (p[4] & 0x40) ? before : before / 4;
+		s.unseen = (p[4] & 0x20) ? (int64_t) p[3] * 1000 : 0;
 		v = limiter_judge(&l, &s);
 		after = limiter_sample(&l, &s, ceiling);
 

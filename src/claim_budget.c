@@ -140,6 +140,7 @@ local_handler_finished(WebhookJob *job, bool answered, long status)
 	s.answered = answered;
 	s.status = status;
 	s.in_flight = lh->budget.in_flight;
+	s.unseen = relay_unseen_us();
 	(void) limiter_sample(&lh->limiter, &s, ceiling(lh));
 	show_limit(lh);
 	budget_finished(&lh->budget, answered, relay_concurrency, s.finished);

@@ -3,8 +3,9 @@
  * relay.c
  *	  The relay's life: background workers that claim committed messages
  *	  and POST them to their handlers' URLs, at least once, with retries,
- *	  backoff and dead-lettering.  This file starts a relay, handles its
- *	  signals, runs its loop and its waits, and stops it.
+ *	  backoff and dead-lettering.  This file starts a relay (raising its
+ *	  open-file limit for grelout.concurrency), handles its signals, runs
+ *	  its loop and its waits, and stops it.
  *
  * One loop does everything, and never blocks outside its wait:
  *
@@ -84,6 +85,8 @@ static struct
 	WaitEventSet *wes;
 	bool		stopping;
 	MonoTime	stop_deadline;
+	MonoTime	woke_at;		/* the loop's wait last ended then */
+	int64		busy_us;		/* the last turn, from its wake to its wait */
 	char		activity[64];	/* what grelout.relays shows */
 } life;
 
@@ -98,6 +101,18 @@ relay_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (MonoTime) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * relay_unseen_us: how long an answer collected now may have waited for
+ * the relay to look (its last turn away from its sockets, a database
+ * cycle and the requests it started, and this turn so far): the limiter
+ * does not count that as the endpoint's latency.
+ */
+int64
+relay_unseen_us(void)
+{
+	return life.busy_us + Max(relay_now() - life.woke_at, 0);
 }
 
 /* relay_ms_after: a time ms milliseconds from now. */
@@ -220,7 +235,7 @@ fit_open_files(void)
 	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
 		files = (int64) rl.rlim_cur;
 	ereport(DEBUG1,
-			(errmsg("grelout relay %d open-file limit raised to %lld",
+			(errmsg("grelout relay %d open-file limit is now %lld",
 					MyRelay.relay, (long long) files)));
 	if (files >= need)
 		return;
@@ -558,6 +573,7 @@ grelout_relay_main(Datum arg)
 	life.index = DatumGetInt32(arg);
 	relay_concurrency = grelout_concurrency;
 	relay_init();
+	life.woke_at = relay_now();
 
 	for (;;)
 	{
@@ -573,6 +589,8 @@ grelout_relay_main(Datum arg)
 		}
 		stop_if_done();
 		show_activity();
+		life.busy_us = relay_now() - life.woke_at;
 		wait_for_work();
+		life.woke_at = relay_now();
 	}
 }

@@ -90,6 +90,7 @@ extern volatile sig_atomic_t relay_in_cycle;
 /* grelout.concurrency, or fewer when the open-file limit holds fewer */
 extern int	relay_concurrency;
 extern MonoTime relay_now(void);
+extern int64 relay_unseen_us(void);
 extern MonoTime relay_ms_after(int64 ms);
 extern long relay_ms_until(MonoTime t);
 extern void relay_report_idle(void);

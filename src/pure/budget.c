@@ -136,9 +136,10 @@ bound(const BudgetHandler *h, int floor)
  * share_slots: the fair share of each busy handler (share 0 on entry; the
  * others have -1): the relay's slots divided equally where one handler is
  * busy; where several are, a handler's share is bounded by its window (or
- * its adaptive limit, when lower) and what that leaves goes to the others in equal parts (water filling: a pass
- * fixes every handler whose window is below the equal share of the slots
- * left, until a pass fixes none and the rest get that share).
+ * its adaptive limit, when lower) and what that leaves goes to the others
+ * in equal parts (water filling: a pass fixes every handler whose bound is
+ * below the equal share of the slots left, until a pass fixes none and
+ * the rest get that share).
  */
 static void
 share_slots(BudgetHandler **handlers, int n, int concurrency, int busy)

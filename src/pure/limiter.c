@@ -41,11 +41,15 @@ latency(const LimiterSample *s)
 	return us > 0 ? us : 1;
 }
 
-/* tolerated: the most latency (us) a good answer may take. */
+/*
+ * tolerated: the most latency (us) a good answer may take, unseen of it
+ * the relay's own delay.
+ */
 static int64_t
-tolerated(int64_t baseline)
+tolerated(int64_t baseline, int64_t unseen)
 {
-	return LIMITER_TOLERANCE * baseline + LIMITER_SLACK_US;
+	return LIMITER_TOLERANCE * baseline + LIMITER_SLACK_US +
+		(unseen > 0 ? unseen : 0);
 }
 
 /*
@@ -61,7 +65,7 @@ limiter_judge(const Limiter *l, const LimiterSample *s)
 
 	if (!s->answered || s->status >= 500 || s->status == 429)
 		return LIMITER_FAILED;
-	if (baseline > 0 && latency(s) > tolerated(baseline))
+	if (baseline > 0 && latency(s) > tolerated(baseline, s->unseen))
 		return LIMITER_SLOW;
 	return LIMITER_GOOD;
 }
@@ -117,14 +121,15 @@ grow(Limiter *l, int limit, int in_flight)
  * to half of where it was once the endpoint answers again.
  */
 static int
-cut(Limiter *l, int limit, LimiterVerdict v, int64_t us, int64_t now)
+cut(Limiter *l, int limit, LimiterVerdict v, const LimiterSample *s)
 {
 	double		keep = LIMITER_SLOW_CUT_MIN;
 	int			next;
 
 	if (v == LIMITER_SLOW)
 	{
-		keep = (double) tolerated(limiter_baseline(l)) / (double) us;
+		keep = (double) tolerated(limiter_baseline(l), s->unseen) /
+			(double) latency(s);
 		if (keep > LIMITER_SLOW_CUT_MAX)
 			keep = LIMITER_SLOW_CUT_MAX;
 		if (keep < LIMITER_SLOW_CUT_MIN)
@@ -137,7 +142,7 @@ cut(Limiter *l, int limit, LimiterVerdict v, int64_t us, int64_t now)
 		l->threshold = next > LIMITER_START ? next : LIMITER_START;
 	l->grown = false;
 	l->acked = 0;
-	l->cut_at = now;
+	l->cut_at = s->finished;
 	return next;
 }
 
@@ -158,7 +163,7 @@ limiter_sample(Limiter *l, const LimiterSample *s, int ceiling)
 	if (fresh && v == LIMITER_GOOD)
 		limit = grow(l, limit, s->in_flight);
 	else if (fresh)
-		limit = cut(l, limit, v, latency(s), s->finished);
+		limit = cut(l, limit, v, s);
 	l->limit = limit;
 	limiter_clamp(l, ceiling);
 	return l->limit;

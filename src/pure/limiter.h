@@ -15,7 +15,9 @@
  *	  before cut_at) counts; one sent before it was sent under the old,
  *	  larger limit and says nothing new: it neither grows nor cuts.
  *	- A good answer (a status below 500 but 429, within LIMITER_TOLERANCE
- *	  times the baseline latency plus LIMITER_SLACK_US) grows the limit
+ *	  times the baseline latency plus LIMITER_SLACK_US, plus the time the
+ *	  relay was busy elsewhere while it may have waited: a database cycle
+ *	  is not the endpoint's latency) grows the limit
  *	  while the handler uses at least half of it: by one per answer while
  *	  below the threshold (slow start: the limit doubles every round
  *	  trip), then by one per limit answers (one per round trip).
@@ -45,9 +47,13 @@
 /* A new handler's limit, TCP's initial window (RFC 6928) */
 #define LIMITER_START			10
 
-/* An answer slower than TOLERANCE x baseline + SLACK is slow */
+/*
+ * An answer slower than TOLERANCE x baseline + SLACK is slow: the slack
+ * keeps a fast endpoint's jitter of a few ms (its own, the relay's) from
+ * counting as queueing
+ */
 #define LIMITER_TOLERANCE		2
-#define LIMITER_SLACK_US		(10 * 1000)
+#define LIMITER_SLACK_US		(50 * 1000)
 
 /* A slow answer keeps between these fractions of the limit */
 #define LIMITER_SLOW_CUT_MIN	0.5
@@ -86,6 +92,8 @@ typedef struct LimiterSample
 	long		status;
 	int			in_flight;		/* the handler's requests here, this one
 								 * included */
+	int64_t		unseen;			/* of its latency, how long the answer may
+								 * have waited for the relay to look (us) */
 } LimiterSample;
 
 extern int	limiter_limit(const Limiter *l);

@@ -7,7 +7,9 @@
 # and the requests the receiver holds at once grow well past the old
 # default of 50 slots.  Then the endpoint answers in 2 s: the limit falls
 # to less than half of what it was; then it answers 503: the limit falls
-# to a few requests.  Behaviour only: no assertion on speed.  The relay
+# to a few requests.  An endpoint with a knee (40 workers, the rest
+# queue) keeps a limit near it, and no request to it times out.
+# Behaviour only: no assertion on speed.  The relay
 # raised its open-file limit for its bound (/proc/PID/limits); where the
 # hard limit cannot hold grelout.concurrency = 10000, the relay says so in
 # the log and keeps to what it holds.
@@ -34,11 +36,15 @@ sub sq { return $node->safe_psql('app', $_[0]); }
 
 my $bg = $node->background_psql('app');
 
-# limit(): the handler's adaptive limit, as grelout.metrics() shows it
+# limit([HANDLER, METRIC]): the handler's adaptive limit (or another of
+# its metrics), as grelout.metrics() shows it
 sub limit
 {
+	my ($h, $m) = @_;
+	$h //= 's';
+	$m //= 'grelout_handler_concurrency_limit';
 	my $v = $bg->query_safe("SELECT coalesce(max(value), -1) FROM grelout.metrics()"
-		  . " WHERE handler = 's' AND metric = 'grelout_handler_concurrency_limit'");
+		  . " WHERE handler = '$h' AND metric = '$m'");
 	$v =~ s/\s+//g;
 	return $v;
 }
@@ -108,6 +114,30 @@ $recv->script('/s', [], { status => 204 });
 ok(wait_until(sub { sq("SELECT count(*) FROM grelout.outbox WHERE topic = 's.t'") eq '0' }, 120),
 	'healthy again, the deliveries in flight end');
 is(sq("SELECT count(*) FROM grelout.outbox WHERE state = 'dead'"), '0', 'nothing dead');
+
+# ---- an endpoint with a knee: 40 workers of 100 ms, the rest wait their
+# turn (latency climbs with the load past 40 in flight); its timeout 3 s,
+# which 2000 requests in flight (5 s each) would all exceed
+$recv->script('/q', [], { status => 204, delay => 0.1, workers => 40 });
+my $qurl = $recv->url('/q');
+sq("INSERT INTO grelout.handlers (name, topic, url, timeout) VALUES ('q', 'q.t', '$qurl', '3s')");
+sq("SELECT count(outbox_publish('q.t', jsonb_build_object('n', g))) FROM generate_series(1, 20000) g");
+ok(poll(sub { limit('q') > 0 && $recv->count('/q') >= 200 }, 60), 'the queueing endpoint is being delivered');
+my ($q_most, $q_last) = (0, 0);
+my $t_end = time() + 15;
+while (time() < $t_end)
+{
+	$q_last = limit('q');
+	$q_most = $q_last if $q_last > $q_most;
+	usleep(300_000);
+}
+note("queueing endpoint: limit at most $q_most, last $q_last; the receiver held "
+	. $recv->stats('/q')->{max_in_flight} . " at once");
+cmp_ok($q_most, '<=', 250, "its limit stays near its knee of 40, far from 2000 (at most $q_most)");
+cmp_ok($q_last, '<=', 160, "and settles there ($q_last)");
+is(limit('q', 'grelout_handler_retried_total'), '0', 'no request to it timed out (nothing retried)');
+cmp_ok(limit('q', 'grelout_handler_delivered_total'), '>=', 1000, 'while it is delivered');
+sq("DELETE FROM grelout.outbox WHERE topic = 'q.t' AND state = 'pending'");
 
 # ---- the relay's open-file limit
 my $pid = sq('SELECT pid FROM grelout.relays WHERE pid IS NOT NULL');
