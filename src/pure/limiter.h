@@ -4,7 +4,8 @@
  *	  The adaptive limit of one handler's requests in flight (issue 32): how
  *	  many requests a relay may have out to a handler, learned from its
  *	  answers like TCP's congestion window.  Plain C, no PostgreSQL header,
- *	  so that test/unit/test_limiter.c reaches it.
+ *	  so that test/unit/test_limiter.c and a libFuzzer target
+ *	  (fuzz/limiter.c) reach it.
  *
  * The relay keeps one Limiter per handler (claim_budget.c) and gives it
  * each finished request as a LimiterSample; the budget (budget.c) then
@@ -17,10 +18,10 @@
  *	- A good answer (a status below 500 but 429, within LIMITER_TOLERANCE
  *	  times the baseline latency plus LIMITER_SLACK_US, plus the time the
  *	  relay was busy elsewhere while it may have waited: a database cycle
- *	  is not the endpoint's latency) grows the limit
- *	  while the handler uses at least half of it: by one per answer while
- *	  below the threshold (slow start: the limit doubles every round
- *	  trip), then by one per limit answers (one per round trip).
+ *	  is not the endpoint's latency) grows the limit while the handler
+ *	  uses at least half of it: by one per answer while below the
+ *	  threshold (slow start: the limit doubles every round trip), then by
+ *	  one per limit answers (one per round trip).
  *	- No answer (a timeout, a failed connection), a 5xx or a 429 halves
  *	  it; a slow answer cuts it by the ratio of the tolerated latency to
  *	  its own, between LIMITER_SLOW_CUT_MAX and LIMITER_SLOW_CUT_MIN (a
