@@ -50,11 +50,12 @@
 
 /*
  * An answer slower than TOLERANCE x baseline + SLACK is slow: the slack
- * keeps a fast endpoint's jitter of a few ms (its own, the relay's) from
- * counting as queueing
+ * keeps a fast endpoint's jitter and short queues (tens of ms, its own or
+ * the relay's) from counting as congestion; what the limit guards against
+ * is a queue that grows toward the timeout
  */
 #define LIMITER_TOLERANCE		2
-#define LIMITER_SLACK_US		(50 * 1000)
+#define LIMITER_SLACK_US		(100 * 1000)
 
 /* A slow answer keeps between these fractions of the limit */
 #define LIMITER_SLOW_CUT_MIN	0.5
