@@ -49,6 +49,7 @@ OBJS = \
 	src/webhook.o \
 	src/pure/http.o \
 	src/pure/budget.o \
+	src/pure/limiter.o \
 	src/pure/oauth.o \
 	src/claim_budget.o \
 	src/handler_auth.o \

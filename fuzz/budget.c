@@ -138,6 +138,7 @@ claim(Sim *s, int batch)
 	c.limit = batch < free_slots ? batch : free_slots;
 	c.extra = extra;
 	c.now = s->now;
+	c.start_limit = 0;		/* adaptive limits: fuzz/limiter.c */
 	for (int i = 0; i < s->n; i++)
 	{
 		budget_reset(&s->h[i]);

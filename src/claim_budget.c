@@ -13,6 +13,12 @@
  * max_per_second), reserved before the claim and given back after it, as
  * far as it did not use them, and at exit.
  *
+ *	- Adaptive limit (limiter.c, issue 32): each handler's requests in
+ *	  flight here stay within a limit its answers teach, grown while they
+ *	  come timely and healthy, cut on timeouts, 5xx, 429 and latency well
+ *	  above the endpoint's recent least; between 1 and the relay's bound
+ *	  (relay_concurrency) or the handler's max_in_flight.  The sum of the
+ *	  relays' limits of a handler is shown in its health entry (metrics).
  *	- Fair share: a handler busy here (requests in flight, or a moment ago)
  *	  gets at most concurrency / (busy handlers) in flight, bounded by its
  *	  window while others are busy too, and a handler not busy beside busy
@@ -47,6 +53,29 @@ static List *limited = NIL;
 static TimestampTz wake_at = 0;
 
 /*
+ * show_limit: count the handler's adaptive limit, as it is now, in its
+ * shared entry's sum over the relays (grelout.metrics()).
+ */
+static void
+show_limit(LocalHandler *lh)
+{
+	int			limit = limiter_limit(&lh->limiter);
+
+	if (lh->entry != NULL && limit != lh->shown_limit)
+		health_add_limit(lh->entry, limit - lh->shown_limit);
+	lh->shown_limit = limit;
+}
+
+/* ceiling: the most a handler's adaptive limit may reach. */
+static int
+ceiling(const LocalHandler *lh)
+{
+	if (lh->max_in_flight > 0)
+		return Min(lh->max_in_flight, relay_concurrency);
+	return relay_concurrency;
+}
+
+/*
  * local_handler: the relay's record of a handler, made on first sight with
  * its shared health entry.
  */
@@ -64,6 +93,8 @@ local_handler(const char *name)
 	{
 		memset((char *) lh + sizeof(lh->name), 0, sizeof(LocalHandler) - sizeof(lh->name));
 		lh->entry = health_entry(MyDatabaseId, key, true);
+		limiter_clamp(&lh->limiter, relay_concurrency);
+		show_limit(lh);
 	}
 	return lh;
 }
@@ -93,16 +124,26 @@ local_handler_started(WebhookJob *job)
 /*
  * local_handler_finished: a request is over; not in flight any more.  An
  * answer (a status line, whatever it said) opens its handler's window, no
- * answer halves it.
+ * answer halves it; its latency and status teach the handler's adaptive
+ * limit (limiter_sample).
  */
 void
-local_handler_finished(WebhookJob *job, bool answered)
+local_handler_finished(WebhookJob *job, bool answered, long status)
 {
 	LocalHandler *lh = job->local;
+	LimiterSample s;
 
 	if (lh == NULL)
 		return;
-	budget_finished(&lh->budget, answered, grelout_concurrency, relay_now());
+	s.started = job->started_us;
+	s.finished = relay_now();
+	s.answered = answered;
+	s.status = status;
+	s.in_flight = lh->budget.in_flight;
+	s.unseen = relay_unseen_us();
+	(void) limiter_sample(&lh->limiter, &s, ceiling(lh));
+	show_limit(lh);
+	budget_finished(&lh->budget, answered, relay_concurrency, s.finished);
 	if (job->counted && lh->entry != NULL)
 	{
 		health_add_in_flight(lh->entry, -1);
@@ -113,7 +154,8 @@ local_handler_finished(WebhookJob *job, bool answered)
 
 /*
  * release_health: at exit, take this relay's requests and reservations out
- * of its handlers' shared in flight counts, and give back a probe it held
+ * of its handlers' shared in flight counts, and its adaptive limits out of
+ * their sums, and give back a probe it held
  * (a relay terminated mid-probe must not keep its breaker from probing).
  */
 static void
@@ -130,7 +172,8 @@ release_health(int code, Datum arg)
 		if (lh->entry == NULL)
 			continue;
 		health_unreserve(lh->entry, lh->counted + lh->reserved, lh->tokens);
-		lh->counted = lh->reserved = lh->tokens = 0;
+		health_add_limit(lh->entry, -lh->shown_limit);
+		lh->counted = lh->reserved = lh->tokens = lh->shown_limit = 0;
 		health_release_probe(lh->entry);
 	}
 }
@@ -194,9 +237,10 @@ claim_budget_left(ClaimLimits *cl)
 }
 
 /*
- * begin_budget: forget the last claim's budget and reservations; mark the
- * handlers whose breaker is not closed, or that are paused.  Returns
- * their names.
+ * begin_budget: forget the last claim's budget and reservations, and the
+ * handlers' caps (apply_caps reads them again); give each its adaptive
+ * limit; mark the handlers whose breaker is not closed, or that are
+ * paused.  Returns their names.
  */
 static List *
 begin_budget(TimestampTz now)
@@ -214,6 +258,10 @@ begin_budget(TimestampTz now)
 		budget_reset(&lh->budget);
 		lh->reserved = lh->tokens = 0;
 		lh->probe = false;
+		lh->max_in_flight = 0;
+		limiter_clamp(&lh->limiter, relay_concurrency);
+		show_limit(lh);
+		lh->budget.adaptive = limiter_limit(&lh->limiter);
 	}
 	gated = health_restricted(MyDatabaseId, now);
 	foreach(lc, gated)
@@ -268,8 +316,9 @@ apply_gates(List *gated, TimestampTz now)
 
 /*
  * apply_caps: reserve what each capped handler asks for within its caps
- * over all relays (health_reserve), and limit it to that.  A handler seen
- * here for the first time has no want yet: it asks for nothing this claim.
+ * over all relays (health_reserve), and limit it to that; its adaptive
+ * limit grows no higher than its max_in_flight.  A handler seen here for
+ * the first time has no want yet: it asks for nothing this claim.
  */
 static void
 apply_caps(TimestampTz now)
@@ -282,6 +331,9 @@ apply_caps(TimestampTz now)
 		LocalHandler *lh = local_handler(c->name);
 		int			asked;
 
+		lh->max_in_flight = c->max_in_flight;
+		limiter_clamp(&lh->limiter, ceiling(lh));
+		show_limit(lh);
 		if (lh->entry == NULL)
 			continue;
 		asked = budget_asked(&lh->budget);
@@ -313,7 +365,8 @@ claim_budget_make(int limit, bool extra, ClaimLimits *cl)
 	ListCell   *lc;
 
 	gated = begin_budget(now);
-	bc.concurrency = grelout_concurrency;
+	bc.concurrency = relay_concurrency;
+	bc.start_limit = Min(LIMITER_START, relay_concurrency);
 	bc.limit = limit;
 	bc.extra = extra;
 	bc.now = relay_now();

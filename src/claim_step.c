@@ -202,7 +202,7 @@ route_step(int limit, int claim_limit, int64 lease, const ClaimLimits *cl,
 	SPITupleTable *tt;
 
 	tt = store_route(relay_schema, limit, claim_limit,
-					 Min(grelout_batch_size, grelout_concurrency),
+					 Min(grelout_batch_size, relay_concurrency),
 					 grelout_lease_duration, lease, cl, &nrows, &routed,
 					 &t->cut, &t->blocked);
 	for (uint64 i = 0; i < nrows; i++)

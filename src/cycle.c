@@ -213,7 +213,7 @@ route_and_claim(bool claim, uint64 *released, bool *keyed)
 	 * each handler with due work and none in flight here, up to twice the
 	 * concurrency in all (budget_free_slots).
 	 */
-	free_slots = budget_free_slots(grelout_concurrency, jobs_running(),
+	free_slots = budget_free_slots(relay_concurrency, jobs_running(),
 								   relay_schema >= STORE_SCHEMA_1_1, &extra);
 	if (!claim || free_slots <= 0)
 		return;

@@ -35,7 +35,7 @@ int			grelout_max_relays = 16;
 bool		grelout_relay_enabled = true;
 int			grelout_poll_interval = 1500;
 int			grelout_batch_size = 100;
-int			grelout_concurrency = 50;
+int			grelout_concurrency = 2000;
 int			grelout_lease_duration = 30000;
 int			grelout_request_timeout = 10000;
 int			grelout_max_attempts = 10;
@@ -305,8 +305,8 @@ define_settings(void)
 							NULL, &grelout_batch_size, 100, 1, 10000,
 							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.concurrency",
-							"Most requests in flight at once, per relay.",
-							NULL, &grelout_concurrency, 50, 1, 1000,
+							"Most requests in flight at once, per relay (a safety bound: each handler's own limit adapts).",
+							NULL, &grelout_concurrency, 2000, 1, 10000,
 							PGC_SIGHUP, ADMIN_ONLY, NULL, NULL, NULL);
 	DefineCustomIntVariable("grelout.lease_duration",
 							"How long a claimed message stays invisible to other relays.",

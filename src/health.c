@@ -71,7 +71,10 @@ health_shmem_init(void)
 	health_lock = &(GetNamedLWLockTranche("grelout_health"))->lock;
 }
 
-/* entry_reset: a closed breaker with no history (in_flight is kept). */
+/*
+ * entry_reset: a closed breaker with no history (in_flight and the
+ * relays' concurrency_limit are kept: relays count them).
+ */
 static void
 entry_reset(HealthEntry *e)
 {
@@ -124,6 +127,7 @@ health_entry(Oid dboid, const char *name, bool create)
 		entry_reset(e);
 		e->version = 0;
 		e->in_flight = 0;
+		e->concurrency_limit = 0;
 		memset(&e->counters, 0, sizeof(e->counters));
 		e->pending = 0;
 		e->oldest_ms = 0;
@@ -228,6 +232,18 @@ health_add_in_flight(HealthEntry *e, int n)
 {
 	SpinLockAcquire(&e->mutex);
 	e->in_flight = Max(e->in_flight + n, 0);
+	SpinLockRelease(&e->mutex);
+}
+
+/*
+ * health_add_limit: a relay's adaptive limit of the handler changed by n
+ * (its first, a change, or its last at exit, negative).
+ */
+void
+health_add_limit(HealthEntry *e, int n)
+{
+	SpinLockAcquire(&e->mutex);
+	e->concurrency_limit = Max(e->concurrency_limit + n, 0);
 	SpinLockRelease(&e->mutex);
 }
 
@@ -477,6 +493,7 @@ health_metrics(void)
 		m->paused = (e->paused_until > now);
 		m->pending = e->pending;
 		m->oldest_ms = e->oldest_ms;
+		m->concurrency_limit = e->concurrency_limit;
 		m->counters = e->counters;
 		SpinLockRelease(&e->mutex);
 		copies = lappend(copies, m);

@@ -105,6 +105,7 @@ typedef struct HealthEntry
 	char		last_error[GRELOUT_LAST_ERROR_MAX];
 	/* limits */
 	int			in_flight;		/* requests started or reserved, all relays */
+	int			concurrency_limit;	/* the relays' adaptive limits, summed */
 	TimestampTz paused_until;	/* Retry-After of a 429/503 */
 	double		tokens;			/* max_per_second budget */
 	TimestampTz tokens_at;
@@ -125,6 +126,7 @@ typedef struct HealthMetrics
 	bool		paused;			/* a Retry-After pause runs now */
 	int64		pending;
 	int64		oldest_ms;
+	int			concurrency_limit;
 	HealthCounters counters;
 } HealthMetrics;
 
@@ -184,6 +186,7 @@ extern int	health_gate(HealthEntry *e, int want, TimestampTz now, bool *probe,
 						TimestampTz *wake_at);
 extern void health_release_probe(HealthEntry *e);
 extern void health_add_in_flight(HealthEntry *e, int n);
+extern void health_add_limit(HealthEntry *e, int n);
 extern HealthTransition health_outcome(HealthEntry *e, HealthOutcome kind,
 									   bool probe, int64 pause_ms,
 									   const char *error, TimestampTz now,

@@ -608,7 +608,7 @@ finish_job(WebhookJob *job)
 {
 	Outcome		o = decide(job);
 
-	local_handler_finished(job, responded(&job->req));
+	local_handler_finished(job, responded(&job->req), job->req.status);
 	spans_record(job, responded(&job->req) ? (int) job->req.status : 0,
 				 o.kind == OUTCOME_DELIVERED);
 	if (o.kind == OUTCOME_DELIVERED)

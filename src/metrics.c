@@ -91,6 +91,8 @@ handler_samples(ReturnSetInfo *rsinfo, const char *database,
 	put_sample(rsinfo, database, h, 0, "grelout_handler_paused", NULL, m->paused ? 1.0 : 0.0);
 	put_sample(rsinfo, database, h, 0, "grelout_handler_pending", NULL, (double) m->pending);
 	put_sample(rsinfo, database, h, 0, "grelout_handler_oldest_pending_seconds", NULL, oldest_age);
+	put_sample(rsinfo, database, h, 0, "grelout_handler_concurrency_limit", NULL,
+			   (double) m->concurrency_limit);
 
 	for (int i = 0; i < LATENCY_BUCKETS; i++)
 	{

@@ -3,8 +3,9 @@
  * relay.c
  *	  The relay's life: background workers that claim committed messages
  *	  and POST them to their handlers' URLs, at least once, with retries,
- *	  backoff and dead-lettering.  This file starts a relay, handles its
- *	  signals, runs its loop and its waits, and stops it.
+ *	  backoff and dead-lettering.  This file starts a relay (raising its
+ *	  open-file limit for grelout.concurrency), handles its signals, runs
+ *	  its loop and its waits, and stops it.
  *
  * One loop does everything, and never blocks outside its wait:
  *
@@ -51,6 +52,7 @@
  */
 #include "relay.h"
 
+#include <sys/resource.h>
 #include <time.h>
 
 #include "elastic.h"
@@ -75,6 +77,12 @@ RelayIdentity MyRelay;
 /* The loop's memory context, reset at every turn. */
 MemoryContext RelayLoopContext = NULL;
 
+/*
+ * The relay's bound on requests in flight (relay.h): grelout.concurrency,
+ * or fewer when the open-file limit cannot hold that many (fit_open_files).
+ */
+int			relay_concurrency = 1;
+
 /* True while a database cycle runs: a cancel then cancels its statement. */
 volatile sig_atomic_t relay_in_cycle = false;
 
@@ -88,6 +96,8 @@ static struct
 	MonoTime	stop_deadline;
 	bool		retiring;		/* the launcher retires it: claim no more */
 	ElasticRelay room;			/* short of room, saturated (elastic.h) */
+	MonoTime	woke_at;		/* the loop's wait last ended then */
+	int64		busy_us;		/* the last turn, from its wake to its wait */
 	char		activity[64];	/* what grelout.relays shows */
 } life;
 
@@ -102,6 +112,18 @@ relay_now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (MonoTime) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * relay_unseen_us: how long an answer collected now may have waited for
+ * the relay to look (its last turn away from its sockets, a database
+ * cycle and the requests it started, and this turn so far): the limiter
+ * does not count that as the endpoint's latency.
+ */
+int64
+relay_unseen_us(void)
+{
+	return life.busy_us + Max(relay_now() - life.woke_at, 0);
 }
 
 /* relay_ms_after: a time ms milliseconds from now. */
@@ -178,18 +200,75 @@ relay_report_idle(void)
 }
 
 /*
- * reload_settings: SIGHUP, and once at start.  The engine's connection
- * pool is sized to the most requests the relay may have in flight (per
- * handler, as with a 1.1 schema: the larger bound).
+ * open_files_capped: LOG that the hard open-file limit (files) holds the
+ * relay's requests in flight below grelout.concurrency; once a value of
+ * the setting.
+ */
+static void
+open_files_capped(int64 files, int64 need)
+{
+	static int	logged_for = 0;
+
+	if (logged_for == grelout_concurrency)
+		return;
+	logged_for = grelout_concurrency;
+	ereport(LOG,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("grelout relay %d can have at most %d requests in flight, fewer than grelout.concurrency (%d)",
+					MyRelay.relay, relay_concurrency, grelout_concurrency),
+			 errdetail("Its open-file limit is %lld, capped by the hard limit; grelout.concurrency needs %lld.",
+					   (long long) files, (long long) need),
+			 errhint("Raise the hard open-file limit of the PostgreSQL service (LimitNOFILE in its systemd unit, ulimit -Hn), or lower grelout.concurrency.")));
+}
+
+/*
+ * fit_open_files: raise the relay's soft open-file limit to what its
+ * requests in flight may need (budget_files_needed), as far as the hard
+ * limit allows (never lowering it), and set relay_concurrency: the
+ * setting, or what the limit holds when the hard limit caps it.
+ */
+static void
+fit_open_files(void)
+{
+	int64		need = budget_files_needed(grelout_concurrency);
+	struct rlimit rl;
+	int64		files;
+
+	relay_concurrency = grelout_concurrency;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+		(int64) rl.rlim_cur >= need)
+		return;
+	if (rl.rlim_max == RLIM_INFINITY || (int64) rl.rlim_max >= need)
+		rl.rlim_cur = (rlim_t) need;
+	else
+		rl.rlim_cur = rl.rlim_max;
+	files = (int64) rl.rlim_cur;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		files = (int64) rl.rlim_cur;
+	ereport(DEBUG1,
+			(errmsg("grelout relay %d open-file limit is now %lld",
+					MyRelay.relay, (long long) files)));
+	if (files >= need)
+		return;
+	relay_concurrency = Min(grelout_concurrency, budget_concurrency_for_files(files));
+	open_files_capped(files, need);
+}
+
+/*
+ * reload_settings: SIGHUP, and once at start.  The open-file limit is
+ * raised for grelout.concurrency (fit_open_files), and the engine's
+ * connection pool sized to the most requests the relay may have in flight
+ * (per handler, as with a 1.1 schema: the larger bound).
  */
 static void
 reload_settings(bool initial)
 {
 	if (!initial)
 		ProcessConfigFile(PGC_SIGHUP);
+	fit_open_files();
 	http_engine_configure(life.engine, grelout_ca_file,
 						  grelout_block_private_networks, grelout_allowed_networks,
-						  budget_most_running(grelout_concurrency, true));
+						  budget_most_running(relay_concurrency, true));
 	cycle_want_claim();
 }
 
@@ -198,7 +277,7 @@ static bool
 may_claim(void)
 {
 	/* 1.1: a handler with nothing in flight may get a slot beyond them */
-	int			limit = budget_most_running(grelout_concurrency,
+	int			limit = budget_most_running(relay_concurrency,
 											relay_schema >= STORE_SCHEMA_1_1);
 
 	return !life.stopping && !life.retiring && grelout_relay_enabled &&
@@ -556,7 +635,9 @@ void
 grelout_relay_main(Datum arg)
 {
 	life.index = DatumGetInt32(arg);
+	relay_concurrency = grelout_concurrency;
 	relay_init();
+	life.woke_at = relay_now();
 
 	for (;;)
 	{
@@ -575,6 +656,8 @@ grelout_relay_main(Datum arg)
 		stop_if_done();
 		retire_if_asked();
 		show_activity();
+		life.busy_us = relay_now() - life.woke_at;
 		wait_for_work();
+		life.woke_at = relay_now();
 	}
 }

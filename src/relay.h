@@ -24,8 +24,8 @@
  * The loop (relay.c) calls down: jobs to collect, a cycle when due, jobs to
  * start.  A cycle calls the settle queue (jobs.c) and the claim step, which
  * calls the budget and queues jobs; nothing calls back up into relay.c but
- * for what it publishes here: the clock, the relay's identity, the loop's
- * memory context, the in-cycle flag its signal handlers read, and its
+ * for what it publishes here: the clock, the relay's identity, its bound
+ * on requests in flight, the loop's memory context, the in-cycle flag its signal handlers read, and its
  * activity shown again after a cycle.
  *
  *-------------------------------------------------------------------------
@@ -40,6 +40,7 @@
 #include "budget.h"
 #include "health.h"
 #include "http.h"
+#include "limiter.h"
 #include "shmem.h"
 #include "store.h"
 #include "webhook.h"
@@ -58,14 +59,17 @@ typedef struct RelayIdentity
 
 /*
  * The relay's record of one handler (1.1): its budget (its requests in
- * flight here, its window, this claim's share), its shared health entry,
- * and what the current claim reserved there.
+ * flight here, its window, this claim's share), its adaptive limit, its
+ * shared health entry, and what the current claim reserved there.
  */
 typedef struct LocalHandler
 {
 	char		name[GRELOUT_HANDLER_NAME_MAX + 1];	/* hash key */
 	HealthEntry *entry;			/* NULL when the shared table is full */
 	BudgetHandler budget;		/* its requests here, window, claim budget */
+	Limiter		limiter;		/* its adaptive limit of requests in flight */
+	int			shown_limit;	/* of it, counted in entry->concurrency_limit */
+	int			max_in_flight;	/* its cap over all relays; 0: none */
 	int			counted;		/* of its requests, counted in entry->in_flight */
 	int			reserved;		/* slots reserved in entry by the claim (caps) */
 	int			tokens;			/* of them, max_per_second budget */
@@ -87,7 +91,10 @@ typedef struct ClaimResult
 extern RelayIdentity MyRelay;
 extern MemoryContext RelayLoopContext;
 extern volatile sig_atomic_t relay_in_cycle;
+/* grelout.concurrency, or fewer when the open-file limit holds fewer */
+extern int	relay_concurrency;
 extern MonoTime relay_now(void);
+extern int64 relay_unseen_us(void);
 extern MonoTime relay_ms_after(int64 ms);
 extern long relay_ms_until(MonoTime t);
 extern void relay_report_idle(void);
@@ -120,7 +127,7 @@ extern void claim_step_failed(void);
 extern void claim_budget_init(void);
 extern LocalHandler *local_handler(const char *name);
 extern void local_handler_started(WebhookJob *job);
-extern void local_handler_finished(WebhookJob *job, bool answered);
+extern void local_handler_finished(WebhookJob *job, bool answered, long status);
 extern void claim_budget_make(int limit, bool extra, ClaimLimits *cl);
 extern void claim_budget_left(ClaimLimits *cl);
 extern TimestampTz claim_budget_wake_at(void);

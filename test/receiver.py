@@ -39,6 +39,10 @@ A response R is an object with optional keys:
     body     (string)
     headers  (object of strings)
     delay    (seconds to wait before answering)
+    workers  (with delay: at most this many requests of the path are
+             served at once, each for its delay; the others wait their
+             turn, so the latency climbs with the load past this many, as
+             an endpoint's with a knee does)
     size     (send a body of this many bytes)
     endless  (true: stream a body forever, until the client hangs up)
     retry_after_date  (seconds: send "Retry-After" as an HTTP date that
@@ -78,6 +82,7 @@ SCRIPTS = {}
 LOG = None
 IN_FLIGHT = {}      # path -> requests being answered now
 MAX_IN_FLIGHT = {}  # path -> most requests answered at once
+WORKERS = {}        # (path, n) -> semaphore of n workers ("workers")
 
 
 def order_check(items):
@@ -278,7 +283,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def _answer(self, url, record):
         resp = next_response(url.path, record["body"])
-        if resp.get("delay"):
+        if resp.get("delay") and resp.get("workers"):
+            key = (url.path, int(resp["workers"]))
+            with LOCK:
+                sem = WORKERS.setdefault(key, threading.Semaphore(key[1]))
+            with sem:
+                time.sleep(float(resp["delay"]))
+        elif resp.get("delay"):
             if resp.get("watch_hangup"):
                 if self._wait_or_hangup(float(resp["delay"]), url, record):
                     return

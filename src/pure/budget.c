@@ -10,6 +10,8 @@
  * claim statement keeps for ordered handlers, and how the limits of the
  * breaker's gate and of the caps combine.  The shared counters those
  * limits come from are health.c's; claim_budget.c brings the two together.
+ * Each handler's adaptive limit (limiter.c) bounds its want and its share;
+ * and the open files a relay's slots need are counted here too.
  *
  *-------------------------------------------------------------------------
  */
@@ -119,12 +121,25 @@ budget_reset(BudgetHandler *h)
 }
 
 /*
+ * bound: the most a busy handler keeps of the slots beside other busy
+ * ones: its window (at least floor), or its adaptive limit when lower.
+ */
+static int
+bound(const BudgetHandler *h, int floor)
+{
+	int			window = max_int(h->window, floor);
+
+	return h->adaptive > 0 ? min_int(window, h->adaptive) : window;
+}
+
+/*
  * share_slots: the fair share of each busy handler (share 0 on entry; the
  * others have -1): the relay's slots divided equally where one handler is
- * busy; where several are, a handler's share is bounded by its window and
- * what that leaves goes to the others in equal parts (water filling: a pass
- * fixes every handler whose window is below the equal share of the slots
- * left, until a pass fixes none and the rest get that share).
+ * busy; where several are, a handler's share is bounded by its window (or
+ * its adaptive limit, when lower) and what that leaves goes to the others
+ * in equal parts (water filling: a pass fixes every handler whose bound is
+ * below the equal share of the slots left, until a pass fixes none and
+ * the rest get that share).
  */
 static void
 share_slots(BudgetHandler **handlers, int n, int concurrency, int busy)
@@ -142,7 +157,7 @@ share_slots(BudgetHandler **handlers, int n, int concurrency, int busy)
 		for (int i = 0; i < n; i++)
 		{
 			BudgetHandler *h = handlers[i];
-			int			window = max_int(h->window, floor);
+			int			window = bound(h, floor);
 
 			if (h->share != 0)
 				continue;
@@ -165,16 +180,13 @@ share_slots(BudgetHandler **handlers, int n, int concurrency, int busy)
 }
 
 /*
- * want: what a handler may take in this claim, before its gate and caps.
- * A busy handler its share less what it has in flight; beside busy ones,
- * a handler not busy its window; with none busy, the whole claim.  With no
- * slot free, one request if it has nothing in flight, else none.
+ * fair_want: what the fair share lets a handler take in this claim.  A
+ * busy handler its share less what it has in flight; beside busy ones, a
+ * handler not busy its window; with none busy, the whole claim.
  */
 static int
-want(const BudgetClaim *c, const BudgetHandler *h)
+fair_want(const BudgetClaim *c, const BudgetHandler *h)
 {
-	if (c->extra)
-		return (h->in_flight > 0) ? 0 : 1;
 	if (h->share >= 0)
 		return min_int(c->limit, max_int(h->share - h->in_flight, 0));
 	if (c->busy > 0)
@@ -184,12 +196,32 @@ want(const BudgetClaim *c, const BudgetHandler *h)
 }
 
 /*
+ * want: what a handler may take in this claim, before its gate and caps:
+ * its fair want, and no more than its adaptive limit leaves over what it
+ * has in flight.  With no slot free, one request if it has nothing in
+ * flight, else none.
+ */
+static int
+want(const BudgetClaim *c, const BudgetHandler *h)
+{
+	int			n;
+
+	if (c->extra)
+		return (h->in_flight > 0) ? 0 : 1;
+	n = fair_want(c, h);
+	if (h->adaptive > 0)
+		n = min_int(n, max_int(h->adaptive - h->in_flight, 0));
+	return n;
+}
+
+/*
  * budget_share_out: the fair share of the claim among the n handlers
  * (reset, their gates marked): counts the busy ones (requests in flight or
  * busy_until not past; a gated handler takes a probe at most and is not
  * counted, so the others share the slots its requests leave free), gives
  * each its share and want, and sets the default limit of the handlers
- * the relay has not seen: what a new one beside the busy ones gets.
+ * the relay has not seen: what a new one beside the busy ones gets, no
+ * more than a new handler's adaptive limit (start_limit).
  */
 void
 budget_share_out(BudgetClaim *c, BudgetHandler **handlers, int n)
@@ -215,6 +247,8 @@ budget_share_out(BudgetClaim *c, BudgetHandler **handlers, int n)
 		c->default_limit = min_int(c->limit, budget_window_floor(c->concurrency));
 	else
 		c->default_limit = c->limit;
+	if (!c->extra && c->start_limit > 0)
+		c->default_limit = min_int(c->default_limit, c->start_limit);
 }
 
 /*
@@ -283,4 +317,31 @@ budget_earliest(int64_t wake_at, int64_t candidate)
 	if (candidate > 0 && (wake_at == 0 || candidate < wake_at))
 		return candidate;
 	return wake_at;
+}
+
+/*
+ * budget_files_needed: the open files a relay of concurrency slots may
+ * use: two per request it may have in flight (budget_most_running: its
+ * connection, and one kept open in libcurl's pool), and its own
+ * (BUDGET_FILES_RESERVE).
+ */
+int64_t
+budget_files_needed(int concurrency)
+{
+	return 2 * (int64_t) budget_most_running(concurrency, true) +
+		BUDGET_FILES_RESERVE;
+}
+
+/*
+ * budget_concurrency_for_files: the most slots a relay with an open-file
+ * limit of files can use (the inverse of budget_files_needed), at least 1.
+ */
+int
+budget_concurrency_for_files(int64_t files)
+{
+	int64_t		n = (files - BUDGET_FILES_RESERVE) / 4;
+
+	if (n < 1)
+		return 1;
+	return n > INT32_MAX ? INT32_MAX : (int) n;
 }

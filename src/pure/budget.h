@@ -13,7 +13,9 @@
  * budget_share_out give each handler what it may take (want) and any
  * handler it has not seen its default.  The breaker's gate and the caps
  * over all relays live in shared memory (health.c); what they grant is
- * applied here with budget_limit, the lowest limit winning.
+ * applied here with budget_limit, the lowest limit winning.  Each
+ * handler's adaptive limit (limiter.c, issue 32) bounds its requests in
+ * flight here whether others are busy or not.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,6 +53,14 @@
  */
 #define BUDGET_ORDERED_DIV			4
 
+/*
+ * The open files a relay keeps for its own (its relations, WAL, the
+ * postmaster's pipes, libcurl's resolver) beside its connections, which
+ * may be twice its requests in flight (budget_most_running), as many
+ * again kept open in libcurl's pool for reuse.
+ */
+#define BUDGET_FILES_RESERVE		256
+
 /* One handler as the budget sees it. */
 typedef struct BudgetHandler
 {
@@ -58,6 +68,7 @@ typedef struct BudgetHandler
 	int			in_flight;		/* this relay's requests to it */
 	int64_t		busy_until;		/* busy for the fair share until then (us) */
 	int			window;			/* requests earned by answers */
+	int			adaptive;		/* its adaptive limit (limiter.c); 0: none */
 
 	/* one claim's budget: budget_reset clears these */
 	bool		gated;			/* breaker not closed, or paused */
@@ -75,6 +86,7 @@ typedef struct BudgetClaim
 	int			limit;			/* deliveries this claim may take in all */
 	bool		extra;			/* no slot free: one request per idle handler */
 	int64_t		now;			/* the monotonic clock (us) */
+	int			start_limit;	/* a new handler's adaptive limit; 0: none */
 	/* set by budget_share_out */
 	int			busy;			/* busy handlers, gated ones not counted */
 	int			default_limit;	/* any handler without a limit of its own */
@@ -98,5 +110,7 @@ extern bool budget_needs_limit(const BudgetHandler *h, const BudgetClaim *c);
 extern int	budget_remaining(const BudgetHandler *h);
 extern int64_t budget_next_token_at(int64_t now, int per_second);
 extern int64_t budget_earliest(int64_t wake_at, int64_t candidate);
+extern int64_t budget_files_needed(int concurrency);
+extern int	budget_concurrency_for_files(int64_t files);
 
 #endif							/* GRELOUT_BUDGET_H */

@@ -24,7 +24,7 @@ FROM (VALUES
 	('grelout.relay', 'on||bool|sighup'),
 	('grelout.poll_interval', '1500|ms|integer|sighup'),
 	('grelout.batch_size', '100||integer|sighup'),
-	('grelout.concurrency', '50||integer|sighup'),
+	('grelout.concurrency', '2000||integer|sighup'),
 	('grelout.lease_duration', '30000|ms|integer|sighup'),
 	('grelout.request_timeout', '10000|ms|integer|sighup'),
 	('grelout.max_attempts', '10||integer|sighup'),
@@ -64,7 +64,7 @@ SELECT is(current_setting('grelout.max_workers'),
 SELECT is(current_setting(s.name), s.shown, format('%s is %s', s.name, s.shown))
 FROM (VALUES
 	('grelout.role', ''), ('grelout.workers', '1'), ('grelout.relay', 'on'),
-	('grelout.batch_size', '100'), ('grelout.concurrency', '50'),
+	('grelout.batch_size', '100'), ('grelout.concurrency', '2000'),
 	('grelout.lease_duration', '30s'), ('grelout.request_timeout', '10s'),
 	('grelout.max_attempts', '10'), ('grelout.retry_base', '1s'),
 	('grelout.retry_max', '5min'), ('grelout.retry_jitter', '1'),

@@ -63,8 +63,10 @@ my $log = log_since($node, $offset);
 like($log, qr/grelout relay \d stopping with 0 requests unfinished/, 'quick: a relay stopped cleanly');
 unlike($log, qr/stopping with [1-9]\d* requests unfinished/, 'quick: no request left unfinished');
 
-# ---- requests still in flight when the grace period ends
-my $n = 60;
+# ---- requests still in flight when the grace period ends (20: a new
+# handler's adaptive limit is 10 in each relay, issue 32, and no answer
+# comes to grow it before the relays are terminated)
+my $n = 20;
 @before = relay_pids($node);
 $recv->script('/slow', [ ({ delay => 6 }) x $n ], {});
 $recv->script('/once', [ { delay => 6 } ], {});
@@ -73,8 +75,8 @@ my @ids = split /\n/, sq("SELECT outbox_publish('slow', jsonb_build_object('n', 
 my $once = sq("SELECT outbox_publish('once', '{}')");
 ok(wait_until(sub { $recv->count('/slow') >= $n && $recv->count('/once') >= 1 }, 60),
 	"slow: all requests in flight");
-ok(wait_until(sub { sq('SELECT sum(in_flight) FROM grelout.relays') eq '61' }, 30),
-	'slow: grelout.relays shows the 61 requests in flight');
+ok(wait_until(sub { sq('SELECT sum(in_flight) FROM grelout.relays') eq $n + 1 }, 30),
+	'slow: grelout.relays shows the ' . ($n + 1) . ' requests in flight');
 is(sq("SELECT string_agg(DISTINCT activity, ',') FROM grelout.relays WHERE in_flight > 0"), 'delivering',
 	'slow: and the relays busy with them say they are delivering');
 is(terminate_relays(), 'true,true', 'slow: both relays terminated');

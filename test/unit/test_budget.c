@@ -6,7 +6,8 @@
  *	  busy handlers (water filling), what each handler and a handler not
  *	  seen yet may take, the slots beyond concurrency when none is free,
  *	  the claim statement's share for ordered handlers, and how the limits
- *	  of gates and caps combine.  The cases of the TAP tests 120 (fair
+ *	  of gates and caps combine; the bound of each handler's adaptive limit
+ *	  (issue 32) and the open files of a relay's slots.  The cases of the TAP tests 120 (fair
  *	  slots), 126 (slow start) and 131 (ordered backlog) are here as
  *	  arithmetic.  Prints TAP.
  *
@@ -342,6 +343,72 @@ test_limits(void)
 	is_int(budget_earliest(7, 0), 7, "no candidate (0) changes nothing");
 }
 
+/*
+ * test_adaptive: a handler's adaptive limit (limiter.c) bounds its want
+ * alone and beside others, its share leaves the rest to the others, a new
+ * handler gets at most start_limit; and the open files of the slots.
+ */
+static void
+test_adaptive(void)
+{
+	BudgetHandler hs[2];
+	BudgetClaim c;
+
+	/* one busy handler: its share is every slot, its limit bounds it */
+	hs[0] = handler(30, 0);
+	hs[0].adaptive = 40;
+	c = claim(2000, 100, false);
+	share_out(&c, hs, 1);
+	is_int(hs[0].share, 2000, "alone: the share is every slot");
+	is_int(hs[0].want, 10, "but its adaptive limit of 40 leaves 10 over its 30 in flight");
+	hs[0].adaptive = 20;
+	share_out(&c, hs, 1);
+	is_int(hs[0].want, 0, "a limit below what is in flight (cut): nothing more");
+	hs[0].adaptive = 0;
+	share_out(&c, hs, 1);
+	is_int(hs[0].want, 100, "no adaptive limit (0): the whole claim");
+
+	/* not busy, none busy: the limit, not the whole claim */
+	hs[0] = handler(0, 0);
+	hs[0].busy_until = NOW - 1;
+	hs[0].adaptive = 10;
+	share_out(&c, hs, 1);
+	is_int(hs[0].want, 10, "idle: up to its limit");
+
+	/* two busy: the limit below the equal share leaves the rest to the other */
+	hs[0] = handler(5, 0);
+	hs[0].adaptive = 5;
+	hs[1] = handler(500, 3000);
+	hs[1].adaptive = 4000;
+	c = claim(2000, 100, false);
+	share_out(&c, hs, 2);
+	is_int(c.busy, 2, "both busy");
+	is_int(hs[0].share, 5, "the one with a limit of 5 keeps 5 of its 1000");
+	is_int(hs[1].share, 1995, "the other gets the rest");
+	is_int(hs[0].want, 0, "5 in flight of 5: nothing more");
+
+	/* a new handler gets at most start_limit, busy ones or not */
+	hs[0] = handler(0, 0);
+	hs[0].busy_until = NOW - 1;
+	c = claim(2000, 100, false);
+	c.start_limit = 10;
+	share_out(&c, hs, 1);
+	is_int(c.default_limit, 10, "none busy: a new handler's default is start_limit");
+	c = claim(2000, 100, true);
+	c.start_limit = 10;
+	share_out(&c, hs, 1);
+	is_int(c.default_limit, 1, "no slot free: one, as before");
+
+	/* the open files of the slots, and the slots the files hold */
+	is_int(budget_files_needed(2000), 4 * 2000 + BUDGET_FILES_RESERVE,
+		   "2000 slots need four files each and the reserve");
+	is_int(budget_concurrency_for_files(budget_files_needed(2000)), 2000,
+		   "and that many files hold 2000 slots");
+	is_int(budget_concurrency_for_files(20000), (20000 - BUDGET_FILES_RESERVE) / 4,
+		   "a hard limit of 20000 holds 4936");
+	is_int(budget_concurrency_for_files(100), 1, "at least one slot");
+}
+
 int
 main(void)
 {
@@ -354,5 +421,6 @@ main(void)
 	test_slow_start();
 	test_ordered_first();
 	test_limits();
+	test_adaptive();
 	return done_testing();
 }
