@@ -2444,7 +2444,7 @@ def render_issue32(res, sz):
             r = paired(x['default'], x['one'])
             cpu_d, cpu_1 = med(x['relay_us_default']), med(x['relay_us_one'])
             T.append(('18. near', 'default drain >= 1.8 x one relay\'s, relay CPU a delivery '
-                      'not above one relay\'s (10%% spread)',
+                      'not above one relay\'s (10% spread)',
                       '%.2f x; %.1f against %.1f us a delivery' % (r, cpu_d, cpu_1),
                       'yes' if r >= 1.8 and cpu_d <= 1.1 * cpu_1 else 'no'))
     if '19' in f:
