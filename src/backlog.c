@@ -36,6 +36,7 @@
 #include "catalog/pg_type.h"
 #include "latency.h"
 #include "miscadmin.h"
+#include "postmaster/interrupt.h"
 #include "utils/resowner.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
@@ -161,11 +162,17 @@ backlog_query(void)
 	TimestampTz cycle_end = cycle_timer ? get_timeout_finish_time(STATEMENT_TIMEOUT) : 0;
 	int64		budget_ms = BACKLOG_BUDGET_MS;
 	bool		done = true;
+	bool		own_budget = true;	/* the timer is the count's, not the cycle's */
+	TimestampTz deadline;
 
-	if (cycle_timer)
-		budget_ms = Min(budget_ms, (cycle_end - GetCurrentTimestamp()) / 1000);
+	if (cycle_timer && (cycle_end - GetCurrentTimestamp()) / 1000 <= budget_ms)
+	{
+		budget_ms = (cycle_end - GetCurrentTimestamp()) / 1000;
+		own_budget = false;
+	}
 	if (budget_ms <= 0)
 		return false;
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), budget_ms);
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldcontext);
@@ -179,7 +186,7 @@ backlog_query(void)
 	}
 	PG_CATCH();
 	{
-		bool		timed_out = get_timeout_indicator(STATEMENT_TIMEOUT, true);
+		bool		timed_out;
 		ErrorData  *edata;
 
 		MemoryContextSwitchTo(oldcontext);
@@ -188,6 +195,15 @@ backlog_query(void)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
+
+		/*
+		 * The count's own timer ran out: a cancel once its deadline passed,
+		 * with no stop asked for.  (The timeout's indicator cannot tell:
+		 * ProcessInterrupts clears it as it raises the cancel.)  A cancel
+		 * before it, a stop, or the cycle's own timeout is the cycle's.
+		 */
+		timed_out = own_budget && edata->sqlerrcode == ERRCODE_QUERY_CANCELED &&
+			!ShutdownRequestPending && GetCurrentTimestamp() >= deadline;
 		if (!timed_out)
 			ReThrowError(edata);
 		ereport(LOG,

@@ -125,7 +125,9 @@ local_handler_started(WebhookJob *job)
  * local_handler_finished: a request is over; not in flight any more.  An
  * answer (a status line, whatever it said) opens its handler's window, no
  * answer halves it; its latency and status teach the handler's adaptive
- * limit (limiter_sample).
+ * limit (limiter_sample), unless it never left the relay (no OAuth2 token,
+ * no time left, libcurl refused it): that says nothing of the endpoint's
+ * congestion.
  */
 void
 local_handler_finished(WebhookJob *job, bool answered, long status)
@@ -141,7 +143,8 @@ local_handler_finished(WebhookJob *job, bool answered, long status)
 	s.status = status;
 	s.in_flight = lh->budget.in_flight;
 	s.unseen = relay_unseen_us();
-	(void) limiter_sample(&lh->limiter, &s, ceiling(lh));
+	if (!job->unsent)
+		(void) limiter_sample(&lh->limiter, &s, ceiling(lh));
 	show_limit(lh);
 	budget_finished(&lh->budget, answered, relay_concurrency, s.finished);
 	if (job->counted && lh->entry != NULL)

@@ -695,6 +695,7 @@ jobs_send(WebhookJob *job)
 
 	if (left_ms < 1)
 	{
+		job->unsent = true;
 		job->req.result = CURLE_OPERATION_TIMEDOUT;
 		job->req.status = 0;
 		job->req.refused[0] = '\0';
@@ -707,6 +708,7 @@ jobs_send(WebhookJob *job)
 	handler_auth_tls(job);
 	if (!http_engine_start(jobs.engine, &job->req))
 	{
+		job->unsent = true;
 		job->req.result = CURLE_FAILED_INIT;
 		dlist_delete(&job->in_flight);
 		finish_job(job);
@@ -721,6 +723,7 @@ jobs_send(WebhookJob *job)
 void
 jobs_fail_unsent(WebhookJob *job, const char *why)
 {
+	job->unsent = true;
 	job->req.result = CURLE_COULDNT_CONNECT;
 	job->req.status = 0;
 	job->req.os_errno = 0;

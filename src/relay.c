@@ -375,6 +375,7 @@ stop_if_done(void)
 						MyRelay.relay, unfinished),
 				 errdetail("The last %d outcomes and hand-backs could not be written; their messages are sent again once their lease expires.",
 						   outcomes + unfinished)));
+	spans_stop();
 	proc_exit(1);
 }
 
@@ -417,10 +418,14 @@ retire_if_asked(void)
 	}
 	if (!life.retiring || jobs_running() > 0 || jobs_settles_queued() > 0)
 		return;
+	/* the spans of its last attempts go too (an export ends within 5 s) */
+	if (!spans_drained())
+		return;
 	ereport(LOG,
 			(errmsg("grelout relay %d retires from database \"%s\"",
 					MyRelay.relay, MyRelay.dbname),
 			 errdetail("The launcher retired it, an extra relay above grelout.workers; it finished and settled its requests, and hands nothing back.")));
+	spans_stop();
 	proc_exit(0);
 }
 

@@ -152,6 +152,7 @@ extern void spans_init(HttpEngine *engine);
 extern int	spans_exporting(void);
 extern void spans_record(const WebhookJob *job, int status, bool delivered);
 extern void spans_flush(void);
+extern bool spans_drained(void);
 extern long spans_timeout(long timeout);
 extern void spans_export_done(HttpRequest *req);
 extern void spans_stop(void);

@@ -321,6 +321,24 @@ spans_flush(void)
 	start_export();
 }
 
+/*
+ * spans_drained: for a relay that retires: sends the pending batch at once
+ * (no waiting for it to fill) and says whether nothing is left, pending or
+ * in flight.  An export in flight ends within its timeout.
+ */
+bool
+spans_drained(void)
+{
+	if (spans.export == NULL && spans.npending > 0)
+	{
+		if (grelout_otlp_endpoint == NULL || grelout_otlp_endpoint[0] == '\0')
+			drop_pending();
+		else
+			start_export();
+	}
+	return spans.export == NULL && spans.npending == 0;
+}
+
 /* spans_timeout: timeout, or less, to wake when the pending batch is due. */
 long
 spans_timeout(long timeout)

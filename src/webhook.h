@@ -38,6 +38,8 @@ typedef struct WebhookJob
 	long		budget_ms;		/* its whole timeout, waits and re-sends included */
 	struct LocalHandler *local; /* the relay's record of its handler (1.1) */
 	bool		counted;		/* counted in its handler's shared in_flight */
+	bool		unsent;			/* ended before its request left (no token,
+								 * no time left, libcurl refused it) */
 	bool		probe;			/* its handler's breaker probe */
 	struct curl_slist *bearer;	/* its OAuth2 Authorization line, or NULL */
 	bool		token_retried;	/* sent again with a new token after a 401 */
