@@ -72,32 +72,61 @@ static const char *release_sql =
 " WHERE state = 'processing' AND available_at > now()";
 
 
-/* 1.1: the inline outcomes, as in 1.0, with the attempt's status and duration. */
-static const char *update_sql_11 =
-"UPDATE grelout.outbox o SET"
-" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
-"  ELSE s.state END,"
-" attempts = CASE WHEN s.state IN ('release', 'hold')"
-"  THEN greatest(o.attempts - 1, 0) ELSE o.attempts END,"
-" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
-"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE o.available_at END,"
-" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN o.last_error"
-"  ELSE s.error END,"
-" last_status = CASE WHEN s.state = 'release' THEN o.last_status ELSE s.status END,"
-" last_duration_ms = CASE WHEN s.state = 'release' THEN o.last_duration_ms"
-"  ELSE s.duration_ms END,"
-" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
-" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
-" lease = NULL"
-" FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::float8[], $5::text[],"
-"  $6::int4[], $7::int4[])"
-"  AS s(id, lease, state, delay_ms, error, status, duration_ms)"
-" WHERE o.id = s.id AND o.lease = s.lease";
+/*
+ * 1.1: the inline outcomes, as in 1.0, with the attempt's status and
+ * duration (also the first part of update_log_sql_12).
+ */
+#define INLINE_UPDATE_SQL \
+"UPDATE grelout.outbox o SET" \
+" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'" \
+"  ELSE s.state END," \
+" attempts = CASE WHEN s.state IN ('release', 'hold')" \
+"  THEN greatest(o.attempts - 1, 0) ELSE o.attempts END," \
+" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')" \
+"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE o.available_at END," \
+" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN o.last_error" \
+"  ELSE s.error END," \
+" last_status = CASE WHEN s.state = 'release' THEN o.last_status ELSE s.status END," \
+" last_duration_ms = CASE WHEN s.state = 'release' THEN o.last_duration_ms" \
+"  ELSE s.duration_ms END," \
+" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END," \
+" dead_at = CASE WHEN s.state = 'dead' THEN now() END," \
+" lease = NULL" \
+" FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::float8[], $5::text[]," \
+"  $6::int4[], $7::int4[])" \
+"  AS s(id, lease, state, delay_ms, error, status, duration_ms)" \
+" WHERE o.id = s.id AND o.lease = s.lease"
+
+static const char *update_sql_11 = INLINE_UPDATE_SQL;
 
 /* 1.1: the messages of fan-out rows that changed (see lock_messages). */
 static const char *fanout_lock_sql_11 =
 "SELECT 1 FROM grelout.outbox o WHERE o.id = ANY ($1::uuid[])"
 " ORDER BY o.id FOR UPDATE OF o";
+
+/*
+ * The fan-out outcomes' UPDATE, on the rows of s (the statements below):
+ * fanout_update_sql_11 and fanout_update_log_sql_12.
+ */
+#define FANOUT_UPDATE_SQL \
+"UPDATE grelout.fanout f SET" \
+" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'" \
+"  ELSE s.state END," \
+" attempts = CASE WHEN s.state IN ('release', 'hold')" \
+"  THEN greatest(f.attempts - 1, 0) ELSE f.attempts END," \
+" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')" \
+"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE f.available_at END," \
+" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN f.last_error" \
+"  ELSE s.error END," \
+" last_status = CASE WHEN s.state = 'release' THEN f.last_status ELSE s.status END," \
+" last_duration_ms = CASE WHEN s.state = 'release' THEN f.last_duration_ms" \
+"  ELSE s.duration_ms END," \
+" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END," \
+" dead_at = CASE WHEN s.state = 'dead' THEN now() END," \
+" lease = NULL" \
+" FROM s" \
+" WHERE ($9 OR s.state <> 'delivered')" \
+"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
 
 /*
  * 1.1: the fan-out outcomes, fenced by (message, handler, lease).  A
@@ -117,24 +146,7 @@ static const char *fanout_update_sql_11 =
 "  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
 " RETURNING f.message_id),"
 " u AS ("
-"UPDATE grelout.fanout f SET"
-" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
-"  ELSE s.state END,"
-" attempts = CASE WHEN s.state IN ('release', 'hold')"
-"  THEN greatest(f.attempts - 1, 0) ELSE f.attempts END,"
-" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
-"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE f.available_at END,"
-" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN f.last_error"
-"  ELSE s.error END,"
-" last_status = CASE WHEN s.state = 'release' THEN f.last_status ELSE s.status END,"
-" last_duration_ms = CASE WHEN s.state = 'release' THEN f.last_duration_ms"
-"  ELSE s.duration_ms END,"
-" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
-" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
-" lease = NULL"
-" FROM s"
-" WHERE ($9 OR s.state <> 'delivered')"
-"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease)"
+FANOUT_UPDATE_SQL ")"
 " SELECT array_agg(DISTINCT gone.message_id) FROM gone";
 
 /*
@@ -249,26 +261,7 @@ static const char *delete_log_sql_12 =
 
 /* 1.2: every other inline outcome: update_sql_11, and the rows it updated. */
 static const char *update_log_sql_12 =
-"WITH u AS ("
-"UPDATE grelout.outbox o SET"
-" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
-"  ELSE s.state END,"
-" attempts = CASE WHEN s.state IN ('release', 'hold')"
-"  THEN greatest(o.attempts - 1, 0) ELSE o.attempts END,"
-" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
-"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE o.available_at END,"
-" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN o.last_error"
-"  ELSE s.error END,"
-" last_status = CASE WHEN s.state = 'release' THEN o.last_status ELSE s.status END,"
-" last_duration_ms = CASE WHEN s.state = 'release' THEN o.last_duration_ms"
-"  ELSE s.duration_ms END,"
-" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
-" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
-" lease = NULL"
-" FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::float8[], $5::text[],"
-"  $6::int4[], $7::int4[])"
-"  AS s(id, lease, state, delay_ms, error, status, duration_ms)"
-" WHERE o.id = s.id AND o.lease = s.lease"
+"WITH u AS (" INLINE_UPDATE_SQL
 " RETURNING o.id)"
 " INSERT INTO grelout.attempts (message_id, handler, attempt, started_at,"
 "  duration_ms, status, error, response_body, content_type)"
@@ -294,24 +287,7 @@ static const char *fanout_update_log_sql_12 =
 "  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
 " RETURNING f.message_id, f.handler),"
 " u AS ("
-"UPDATE grelout.fanout f SET"
-" state = CASE WHEN s.state IN ('release', 'hold') THEN 'pending'"
-"  ELSE s.state END,"
-" attempts = CASE WHEN s.state IN ('release', 'hold')"
-"  THEN greatest(f.attempts - 1, 0) ELSE f.attempts END,"
-" available_at = CASE WHEN s.state IN ('pending', 'release', 'hold')"
-"  THEN now() + s.delay_ms * interval '1 millisecond' ELSE f.available_at END,"
-" last_error = CASE WHEN s.state IN ('delivered', 'release') THEN f.last_error"
-"  ELSE s.error END,"
-" last_status = CASE WHEN s.state = 'release' THEN f.last_status ELSE s.status END,"
-" last_duration_ms = CASE WHEN s.state = 'release' THEN f.last_duration_ms"
-"  ELSE s.duration_ms END,"
-" delivered_at = CASE WHEN s.state = 'delivered' THEN now() END,"
-" dead_at = CASE WHEN s.state = 'dead' THEN now() END,"
-" lease = NULL"
-" FROM s"
-" WHERE ($9 OR s.state <> 'delivered')"
-"  AND f.message_id = s.id AND f.handler = s.handler AND f.lease = s.lease"
+FANOUT_UPDATE_SQL
 " RETURNING f.message_id, f.handler),"
 " logged AS ("
 " INSERT INTO grelout.attempts (message_id, handler, attempt, started_at,"
