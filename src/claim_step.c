@@ -403,12 +403,12 @@ claim_step(int limit, bool extra, ClaimResult *r)
 		lease = (int64) pg_prng_uint64(&pg_global_prng_state);
 	take(limit, extra, lease, &t, r);
 	/*
-	 * Short of room: the relay took all it had room for, or routing left
-	 * new messages for want of it.  A whole batch routed is not enough: its
-	 * deliveries may wait for their handlers' own limits, caps, breakers or
-	 * pauses, which another relay would not lift.
+	 * Short of room: the relay took all it had room for, routed a whole
+	 * batch (more may be new: an ordered handler's backlog claims a key at
+	 * a time, so routing is where it shows), or routing left new messages
+	 * for want of room.
 	 */
-	r->short_of_room = t.cut || t.claimed >= limit;
+	r->short_of_room = t.cut || t.full || t.claimed >= limit;
 	/* after the claim, with a newer snapshot: never older than its rows */
 	handler_auth_refresh();
 	schedule(limit, extra, &t, r);

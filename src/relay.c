@@ -98,6 +98,7 @@ static struct
 	ElasticRelay room;			/* short of room, saturated (elastic.h) */
 	MonoTime	woke_at;		/* the loop's wait last ended then */
 	int64		busy_us;		/* the last turn, from its wake to its wait */
+	uint32		wakes_seen;		/* the slot's wakes when last looked at */
 	char		activity[64];	/* what grelout.relays shows */
 } life;
 
@@ -467,8 +468,21 @@ wait_for_work(void)
 	{
 		if (events[i].events & WL_LATCH_SET)
 		{
+			uint32		wakes;
+
 			ResetLatch(MyLatch);
-			cycle_wake();
+
+			/*
+			 * A claim only for a commit's wake-up (grelout_wake_relays): a
+			 * latch set by anything else, such as the SIGALRM that a timer
+			 * the relay no longer needs still sends, is no work.
+			 */
+			wakes = pg_atomic_read_u32(&MyRelay.slot->wakes);
+			if (wakes != life.wakes_seen)
+			{
+				life.wakes_seen = wakes;
+				cycle_wake();
+			}
 		}
 	}
 }
@@ -628,6 +642,8 @@ relay_init(void)
 
 	reload_settings(true);
 	set_activity("idle");
+	/* the first cycle claims anyway: wakes from before it are answered */
+	life.wakes_seen = pg_atomic_read_u32(&MyRelay.slot->wakes);
 	ereport(LOG,
 			(errmsg("grelout relay %d started in database \"%s\"",
 					MyRelay.relay, MyRelay.dbname)));

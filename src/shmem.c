@@ -92,6 +92,7 @@ grelout_shmem_startup(void)
 
 			memset(slot, 0, sizeof(GreloutRelaySlot));
 			SpinLockInit(&slot->mutex);
+			pg_atomic_init_u32(&slot->wakes, 0);
 			slot->state = SLOT_FREE;
 			slot->pgprocno = -1;
 		}
@@ -145,7 +146,11 @@ grelout_wake_relays(void)
 		procno = slot->pgprocno;
 		pg_read_barrier();
 		if (procno >= 0)
+		{
+			/* before the latch: the relay reads it once its latch is reset */
+			pg_atomic_fetch_add_u32(&slot->wakes, 1);
 			SetLatch(&GetPGProcByNumber(procno)->procLatch);
+		}
 	}
 }
 

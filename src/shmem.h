@@ -62,6 +62,8 @@ typedef struct GreloutRelaySlot
 	bool		saturated;		/* short of room for a while (elastic.h) */
 	int64		saturated_at;	/* when saturated last changed (elastic_now) */
 	int			pgprocno;		/* -1 when no relay runs in this slot */
+	pg_atomic_uint32 wakes;		/* grelout_wake_relays' count (a commit
+								 * that published), beside the latch */
 	int			pid;
 	TimestampTz started_at;
 	char		activity[64];
