@@ -114,7 +114,12 @@ END
 });
 is(sq("SELECT sum(cnt) FROM tickets"), $keys * $per_key, 'tickets for every message');
 
-$recv->script('/ord', [], { fail_rate => 0.1, delay => 0.002 });
+# elastic: a healthy endpoint slow enough (50 ms) that one relay's 16
+# requests in flight cannot keep up for the second of saturation the
+# launcher waits for.  Its failures would keep the handler's adaptive limit
+# (halved by each 5xx) below the relay's room, and a relay held back by a
+# handler's own limit is rightly not saturated: no relay would be added.
+$recv->script('/ord', [], { fail_rate => $elastic ? 0 : 0.1, delay => $elastic ? 0.05 : 0.002 });
 my $url = $recv->url('/ord');
 sq("INSERT INTO grelout.handlers (name, topic, url, ordered)"
 	. " VALUES ('ord', 'ord.#', '$url', true)");
@@ -178,7 +183,14 @@ is($o->{overlaps}, 0, 'never two requests of a key at once')
 is(scalar(grep { $o->{delivered}{$_} == $per_key } keys %{ $o->{delivered} }), $keys,
 	"every key's $per_key messages delivered: nothing lost");
 my $failed = $o->{requests} - $keys * $per_key - $o->{repeats};
-cmp_ok($failed, '>', 0, "the endpoint failed some requests ($failed), which were retried");
+if ($elastic)
+{
+	is($failed, 0, 'the endpoint failed no request');
+}
+else
+{
+	cmp_ok($failed, '>', 0, "the endpoint failed some requests ($failed), which were retried");
+}
 note("requests $o->{requests}, repeats after the crash $o->{repeats}");
 
 # diag_key(ORDER): the requests of the first key the order check flagged

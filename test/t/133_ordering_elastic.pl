@@ -1,6 +1,6 @@
 # Per-key ordering with elastic relays (issue 32): test 130's whole scenario
-# (8 publishing sessions, an endpoint failing 10% of requests, a relay
-# killed with SIGKILL mid-run, then the head of line) with one relay
+# (8 publishing sessions, a relay killed with SIGKILL mid-run, then the head
+# of line; the endpoint here healthy and 50 ms away, see 130) with one relay
 # (grelout.workers) and up to four (grelout.max_workers) that the launcher
 # adds under the backlog and retires once it is gone: every key's messages
 # arrive in commit order, never two of a key at once, none lost.
