@@ -22,7 +22,9 @@
  * ordered handler it does not (a claim walks the dead claim-index entries
  * of the deliveries routing claimed, which slows the fan-out drain:
  * bench/README.md), and due retries wait for the backlog of new messages
- * to be routed.
+ * to be routed.  When routing claimed deliveries, the claim statement is
+ * left to the next cycle, soon after (CLAIM_DEFER_MS), so that the
+ * publisher's requests start without waiting for it.
  *
  *-------------------------------------------------------------------------
  */
@@ -55,6 +57,15 @@
  * read walks the index entries of every lease of the last lease_duration.
  */
 #define NEXT_DUE_EVERY_MS		50
+/*
+ * When routing claimed deliveries of a publisher's commit, the claim
+ * statement (due retries, lapsed leases, heads of ordered keys: nothing
+ * that routing just wrote) is left to a cycle at most this much later, so
+ * that the routed requests start at the commit of a cycle without it: the
+ * claim statement costs more than the routing (bench/README.md, figure
+ * 19).  A near endpoint's answer brings that cycle sooner.
+ */
+#define CLAIM_DEFER_MS			2
 
 /* A lapsed claim the claim dead-lettered, to log once the claim commits. */
 typedef struct ClaimDead
@@ -74,6 +85,8 @@ typedef struct StepTaken
 	bool		full;			/* routing routed a whole batch */
 	bool		cut;			/* routing left new messages for want of slots */
 	bool		blocked;		/* a handler change held routing back */
+	bool		deferred;		/* the claim statement was left to the next
+								 * cycle (CLAIM_DEFER_MS) */
 } StepTaken;
 
 /* What the claim steps carry from one cycle to the next. */
@@ -82,6 +95,8 @@ static struct
 	MonoTime	claim_overdue_at;	/* run the claim statement by then */
 	bool		ahead_useful;	/* the last extra claim took a delivery */
 	bool		woken;			/* the latch was set since the last claim */
+	bool		deferred;		/* the last step left its claim statement to
+								 * this one */
 	MonoTime	next_due_read_at;	/* store_next_due_ms last read then */
 	MonoTime	next_due_at;	/* what it said: 0 nothing due, or the time */
 	List	   *claim_dead;		/* ClaimDead, in the loop's context */
@@ -305,6 +320,18 @@ claim_limits(int limit, bool extra, ClaimLimits *cl)
 }
 
 /*
+ * defer_claim: whether to leave the claim statement to the next cycle:
+ * routing claimed deliveries (new messages: their requests are the ones a
+ * publisher waits for) and the last step did not defer it already, so
+ * that under a stream of commits it still runs every other cycle at least.
+ */
+static bool
+defer_claim(const StepTaken *t)
+{
+	return t->ahead && t->claimed > 0 && !claim.deferred;
+}
+
+/*
  * take: run the step's statements for up to limit deliveries (extra: no
  * slot free): the claim statement first when it is overdue and a handler
  * is ordered, then routing, then the claim statement for the slots left
@@ -337,10 +364,16 @@ take(int limit, bool extra, int64 lease, StepTaken *t, ClaimResult *r)
 	}
 	if (t->claimed < limit && !t->cut && first == 0)
 	{
-		claim_budget_left(&cl);
-		t->claimed += (int) claim_rows(limit - t->claimed, lease, &cl,
-									   &fanout_dead, &r->keyed);
+		if (defer_claim(t))
+			t->deferred = true;
+		else
+		{
+			claim_budget_left(&cl);
+			t->claimed += (int) claim_rows(limit - t->claimed, lease, &cl,
+										   &fanout_dead, &r->keyed);
+		}
 	}
+	claim.deferred = t->deferred;
 	if (extra)
 		claim.ahead_useful = (t->claimed > 0);
 	r->events = publish_claim_dead();
@@ -362,7 +395,16 @@ schedule(int limit, bool extra, const StepTaken *t, ClaimResult *r)
 
 	r->again = !t->cut && (t->full || t->claimed >= limit);
 	r->next_at = relay_ms_after(grelout_poll_interval);
-	if (!r->again && !t->cut)
+	if (t->deferred)
+	{
+		/*
+		 * The claim statement left to the next cycle runs soon; that
+		 * cycle reads the next due time (not this one: the publisher's
+		 * requests wait for this cycle's commit).
+		 */
+		r->next_at = relay_ms_after(CLAIM_DEFER_MS);
+	}
+	else if (!r->again && !t->cut)
 	{
 		MonoTime	due = next_due();
 
@@ -409,6 +451,7 @@ claim_step(int limit, bool extra, ClaimResult *r)
 	 * for want of room.
 	 */
 	r->short_of_room = t.cut || t.full || t.claimed >= limit;
+	r->deferred = t.deferred;
 	/* after the claim, with a newer snapshot: never older than its rows */
 	handler_auth_refresh();
 	schedule(limit, extra, &t, r);

@@ -226,7 +226,7 @@ route_and_claim(bool claim, uint64 *released, bool *keyed)
 	}
 	claim_step(Min(grelout_batch_size, free_slots), extra, &r);
 	/* with no slot free (extra) the claim says nothing of the relay's room */
-	cycle.room_measured = !extra;
+	cycle.room_measured = !extra && !r.deferred;
 	cycle.short_of_room = r.short_of_room;
 	cycle.claim_wanted = r.again;
 	cycle.next_claim_at = r.next_at;

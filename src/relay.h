@@ -84,6 +84,8 @@ typedef struct ClaimResult
 	bool		again;			/* claim again at once: more may be new or due */
 	bool		short_of_room;	/* it took all it had room for, or routing
 								 * left new messages for want of room */
+	bool		deferred;		/* the claim statement was left to the next
+								 * cycle: this claim says nothing of room */
 	MonoTime	next_at;		/* otherwise, claim by then */
 } ClaimResult;
 

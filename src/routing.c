@@ -88,51 +88,63 @@ static const char *new_sql =
  * rows ($9-$11, one a delivery), claimed or pending and due with their
  * message; then the claimed deliveries, inline and fan-out, in the columns
  * of the claim (store.h), with their handlers' ($13 names them, $12 is
- * grelout.max_attempts).
+ * grelout.max_attempts).  A round without fan-out rows runs the same
+ * statement without their parts (route_inline_sql): a statement's start
+ * prepares every table and index it may write, and most rounds of a
+ * trickle of single-handler messages have none.
  */
-static const char *route_sql =
-"WITH u AS ("
-" UPDATE grelout.outbox o SET"
-"  route = CASE WHEN s.matches = 0 THEN 'waiting'"
-"   WHEN s.matches = 1 THEN 'single' ELSE 'fanout' END,"
-"  handler = s.handler,"
-"  seq = s.seq,"
-"  state = CASE WHEN s.claimed THEN 'processing' ELSE o.state END,"
-"  attempts = o.attempts + CASE WHEN s.claimed THEN 1 ELSE 0 END,"
-"  available_at = CASE WHEN s.claimed"
-"   THEN now() + $7 * interval '1 millisecond' ELSE o.available_at END,"
-"  lease = CASE WHEN s.claimed THEN $8 ELSE o.lease END"
-" FROM unnest($1::tid[], $2::text[], $3::int4[], $4::int8[], $5::bool[],"
-"  $6::bool[]) AS s(ctid, handler, matches, seq, claimed, want)"
-" WHERE o.ctid = s.ctid"
-" RETURNING o.id, o.topic, o.key,"
-"  CASE WHEN s.want THEN o.payload::text END AS payload, o.headers,"
-"  o.attempts, o.last_error, o.handler, s.claimed, o.available_at,"
+#define ROUTE_UPDATE_SQL \
+"WITH u AS (" \
+" UPDATE grelout.outbox o SET" \
+"  route = CASE WHEN s.matches = 0 THEN 'waiting'" \
+"   WHEN s.matches = 1 THEN 'single' ELSE 'fanout' END," \
+"  handler = s.handler," \
+"  seq = s.seq," \
+"  state = CASE WHEN s.claimed THEN 'processing' ELSE o.state END," \
+"  attempts = o.attempts + CASE WHEN s.claimed THEN 1 ELSE 0 END," \
+"  available_at = CASE WHEN s.claimed" \
+"   THEN now() + $7 * interval '1 millisecond' ELSE o.available_at END," \
+"  lease = CASE WHEN s.claimed THEN $8 ELSE o.lease END" \
+" FROM unnest($1::tid[], $2::text[], $3::int4[], $4::int8[], $5::bool[]," \
+"  $6::bool[]) AS s(ctid, handler, matches, seq, claimed, want)" \
+" WHERE o.ctid = s.ctid" \
+" RETURNING o.id, o.topic, o.key," \
+"  CASE WHEN s.want THEN o.payload::text END AS payload, o.headers," \
+"  o.attempts, o.last_error, o.handler, s.claimed, o.available_at," \
 "  o.created_at, o.seq),"
-" fs AS ("
-" SELECT * FROM unnest($9::uuid[], $10::text[], $11::bool[])"
-"  AS fs(id, handler, claimed)),"
-" f AS ("
-" INSERT INTO grelout.fanout (message_id, handler, state, attempts,"
-"  available_at, lease, created_at, key, seq)"
-" SELECT fs.id, fs.handler,"
-"  CASE WHEN fs.claimed THEN 'processing' ELSE 'pending' END,"
-"  CASE WHEN fs.claimed THEN 1 ELSE 0 END,"
-"  CASE WHEN fs.claimed"
-"   THEN now() + $7 * interval '1 millisecond' ELSE u.available_at END,"
-"  CASE WHEN fs.claimed THEN $8 END, u.created_at, u.key, u.seq"
+
+#define ROUTE_FANOUT_SQL \
+" fs AS (" \
+" SELECT * FROM unnest($9::uuid[], $10::text[], $11::bool[])" \
+"  AS fs(id, handler, claimed))," \
+" f AS (" \
+" INSERT INTO grelout.fanout (message_id, handler, state, attempts," \
+"  available_at, lease, created_at, key, seq)" \
+" SELECT fs.id, fs.handler," \
+"  CASE WHEN fs.claimed THEN 'processing' ELSE 'pending' END," \
+"  CASE WHEN fs.claimed THEN 1 ELSE 0 END," \
+"  CASE WHEN fs.claimed" \
+"   THEN now() + $7 * interval '1 millisecond' ELSE u.available_at END," \
+"  CASE WHEN fs.claimed THEN $8 END, u.created_at, u.key, u.seq" \
 " FROM fs JOIN u ON u.id = fs.id),"
-" h AS MATERIALIZED ("
-" SELECT hh.name, hh.url, hh.headers, hh.secret, hh.previous_secret,"
-"  hh.timeout, hh.max_attempts"
-" FROM grelout.handlers hh WHERE hh.name = ANY ($13::text[])),"
-" ci AS ("
-" SELECT u.id, u.topic, u.key, u.payload, u.headers, u.attempts,"
-"  false AS exhausted, coalesce(h.max_attempts, $12) AS max_attempts, h.url,"
-"  h.headers AS handler_headers, h.secret, h.previous_secret, h.timeout,"
-"  u.last_error, h.name AS handler, false AS fanout"
-" FROM u JOIN h ON h.name = u.handler"
-" WHERE u.claimed),"
+
+#define ROUTE_CLAIMED_INLINE_SQL \
+" h AS MATERIALIZED (" \
+" SELECT hh.name, hh.url, hh.headers, hh.secret, hh.previous_secret," \
+"  hh.timeout, hh.max_attempts" \
+" FROM grelout.handlers hh WHERE hh.name = ANY ($13::text[]))," \
+" ci AS (" \
+" SELECT u.id, u.topic, u.key, u.payload, u.headers, u.attempts," \
+"  false AS exhausted, coalesce(h.max_attempts, $12) AS max_attempts, h.url," \
+"  h.headers AS handler_headers, h.secret, h.previous_secret, h.timeout," \
+"  u.last_error, h.name AS handler, false AS fanout" \
+" FROM u JOIN h ON h.name = u.handler" \
+" WHERE u.claimed)"
+
+static const char *route_sql =
+ROUTE_UPDATE_SQL
+ROUTE_FANOUT_SQL
+ROUTE_CLAIMED_INLINE_SQL ","
 " cf AS ("
 " SELECT u.id, u.topic, u.key, u.payload, u.headers, 1 AS attempts,"
 "  false AS exhausted, coalesce(h.max_attempts, $12) AS max_attempts, h.url,"
@@ -143,6 +155,12 @@ static const char *route_sql =
 " SELECT " CLAIM_COLUMNS " FROM ci"
 " UNION ALL"
 " SELECT " CLAIM_COLUMNS " FROM cf";
+
+/* route_sql for a round without fan-out rows ($9-$11 unused). */
+static const char *route_inline_sql =
+ROUTE_UPDATE_SQL
+ROUTE_CLAIMED_INLINE_SQL
+" SELECT " CLAIM_COLUMNS " FROM ci";
 
 /*
  * Through a backlog, routing starts after the last message it routed
@@ -168,6 +186,7 @@ static TimestampTz route_oldest_at = 0;
 static SPIPlanPtr handlers_plan = NULL;
 static SPIPlanPtr new_plan = NULL;
 static SPIPlanPtr route_plan = NULL;
+static SPIPlanPtr route_inline_plan = NULL;
 
 /* A handler as routing sees it. */
 typedef struct RouteHandler
@@ -471,14 +490,19 @@ write_routes(const RouteWrites *w, const RouteHandler *hs, int nhandlers,
 	UUIDARRAYOID, TEXTARRAYOID, BOOLARRAYOID, INT4OID, TEXTARRAYOID};
 	Datum		values[13];
 	List	   *claimed_handlers = NIL;
+	SPIPlanPtr	plan;
 	int			ret;
 
 	for (int j = 0; j < nhandlers; j++)
 		if (hs[j].claimed)
 			claimed_handlers = lappend(claimed_handlers, hs[j].name);
 
-	grelout_keep_plan(&route_plan, route_sql, 13, types,
-					  CURSOR_OPT_GENERIC_PLAN);
+	if (w->nfan > 0)
+		plan = grelout_keep_plan(&route_plan, route_sql, 13, types,
+								 CURSOR_OPT_GENERIC_PLAN);
+	else
+		plan = grelout_keep_plan(&route_inline_plan, route_inline_sql, 13,
+								 types, CURSOR_OPT_GENERIC_PLAN);
 	values[0] = store_array(w->ctids, NULL, w->n, TIDOID);
 	values[1] = store_array(w->handlers, w->handler_nulls, w->n, TEXTOID);
 	values[2] = store_array(w->matches, NULL, w->n, INT4OID);
@@ -492,7 +516,7 @@ write_routes(const RouteWrites *w, const RouteHandler *hs, int nhandlers,
 	values[10] = store_array(w->fan_claimed, NULL, w->nfan, BOOLOID);
 	values[11] = Int32GetDatum(grelout_max_attempts);
 	values[12] = store_text_array(claimed_handlers);
-	ret = SPI_execute_plan(route_plan, values, NULL, false, 0);
+	ret = SPI_execute_plan(plan, values, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "routing failed: %s", SPI_result_code_string(ret));
 	*nrows = SPI_processed;
