@@ -97,6 +97,7 @@ static struct
 	bool		woken;			/* the latch was set since the last claim */
 	bool		deferred;		/* the last step left its claim statement to
 								 * this one */
+	bool		dry;			/* the last claim statement took nothing */
 	MonoTime	next_due_read_at;	/* store_next_due_ms last read then */
 	MonoTime	next_due_at;	/* what it said: 0 nothing due, or the time */
 	List	   *claim_dead;		/* ClaimDead, in the loop's context */
@@ -231,7 +232,11 @@ route_step(int limit, int claim_limit, int64 lease, const ClaimLimits *cl,
  * their requests (a lapsed claim without attempts left is dead-lettered
  * instead, its fan-out message in *fanout_dead); *keyed when it took a
  * message with a key.  Returns how many rows it claimed.  The claim
- * statement is then not overdue for CLAIM_AT_LEAST_MS.
+ * statement is then not overdue for CLAIM_AT_LEAST_MS.  After a claim that
+ * took nothing, the next one runs only if a due delivery exists
+ * (store_claim_may_find): the cycles of a trickle (a settle, the next due
+ * time's) mostly find nothing, and the probe costs a fraction of the
+ * claim statement.
  */
 static uint64
 claim_rows(int limit, int64 lease, const ClaimLimits *cl, List **fanout_dead,
@@ -240,9 +245,12 @@ claim_rows(int limit, int64 lease, const ClaimLimits *cl, List **fanout_dead,
 	uint64		nrows;
 	SPITupleTable *tt;
 
+	claim.claim_overdue_at = relay_ms_after(CLAIM_AT_LEAST_MS);
+	if (claim.dry && !store_claim_may_find(relay_schema))
+		return 0;
 	tt = store_claim(relay_schema, limit, grelout_lease_duration, lease,
 					 grelout_max_attempts, grelout_dead_letter, cl, &nrows);
-	claim.claim_overdue_at = relay_ms_after(CLAIM_AT_LEAST_MS);
+	claim.dry = (nrows == 0);
 	for (uint64 i = 0; i < nrows; i++)
 	{
 		bool		isnull;

@@ -104,6 +104,7 @@ extern SPITupleTable *store_claim(StoreSchema schema, int limit, int lease_ms,
 								  bool dead_letter, const ClaimLimits *lims,
 								  uint64 *nrows);
 extern bool store_any_ordered_handler(void);
+extern bool store_claim_may_find(StoreSchema schema);
 extern List *store_handler_caps(int default_max_in_flight);
 
 /* settle.c */
