@@ -59,11 +59,12 @@
 #define NEXT_DUE_EVERY_MS		50
 /*
  * When routing claimed deliveries of a publisher's commit, the claim
- * statement (due retries, lapsed leases, heads of ordered keys: nothing
- * that routing just wrote) is left to a cycle at most this much later, so
- * that the routed requests start at the commit of a cycle without it: the
- * claim statement costs more than the routing (bench/README.md, figure
- * 19).  A near endpoint's answer brings that cycle sooner.
+ * statement (due retries, lapsed leases, the heads of ordered keys, a
+ * just-routed one among them) is left to a cycle at most this much later,
+ * so that the routed requests start at the commit of a cycle without it:
+ * the claim statement costs more than the routing (bench/README.md,
+ * "Figures behind the relay's design").  A near endpoint's answer brings
+ * that cycle sooner.
  */
 #define CLAIM_DEFER_MS			2
 
