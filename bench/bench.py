@@ -262,8 +262,21 @@ class Bench:
                       " dead_lettered FROM grelout.relays WHERE pid IS NOT NULL"
                       " ORDER BY relay")
 
+    def relay_counts(self):
+        """(delivered, retried + dead-lettered) by every relay process seen
+        so far, each at the most it reported: with elastic relays an extra one
+        may retire, or its slot be taken by a new one counting from 0, between
+        two reads, and a sum of grelout.relays would fall back."""
+        seen = self.__dict__.setdefault('_relay_counts', {})
+        for relay, pid, delivered, failed in self.q(
+                "SELECT relay, pid, delivered, retried + dead_lettered"
+                " FROM grelout.relays WHERE pid IS NOT NULL"):
+            d0, f0 = seen.get((relay, pid), (0, 0))
+            seen[(relay, pid)] = (max(d0, delivered), max(f0, failed))
+        return (sum(d for d, _ in seen.values()), sum(f for _, f in seen.values()))
+
     def delivered(self):
-        return self.q1('SELECT coalesce(sum(delivered), 0)::bigint FROM grelout.relays')
+        return self.relay_counts()[0]
 
     def wait_relays(self, n, timeout=60):
         deadline = time.time() + timeout
@@ -510,9 +523,7 @@ class Bench:
         # both queue tables: the fan-out rows of the previous runs are gone
         self.q('VACUUM ANALYZE ' + self.queue_tables)
         self.q('CHECKPOINT')
-        before = self.relays()
-        base = sum(r[4] for r in before)
-        base_retried = sum(r[5] + r[6] for r in before)
+        base, base_retried = self.relay_counts()
         ng0 = self.nginx_requests()
         cpu0, relay_pids = self.cpu_ticks()
         prof = os.environ.get('BENCH_PROFILE_DIR')
@@ -563,8 +574,7 @@ class Bench:
         left = self.q1("SELECT count(*) FROM grelout.outbox WHERE topic = %s"
                        " AND state IN ('pending', 'processing') AND available_at <= now()",
                        (topic,)) if self.drain_complete else 0
-        after = self.relays()
-        failures = sum(r[5] + r[6] for r in after) - base_retried
+        failures = self.relay_counts()[1] - base_retried
         self.drain_failures = failures
         got = self.nginx_requests() - ng0
         if left != 0 or got < n:
