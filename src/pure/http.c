@@ -38,7 +38,9 @@
  * unread input is not reused: see "libcurl before 8.1.0" below.
  *
  * Connections are pooled per origin (scheme, host, port) by the multi
- * handle, whichever handler's request opened them, and the pool is sized
+ * handle, whichever handler's request opened them, but for the requests
+ * with a client certificate or a CA of their own: each such TLS identity
+ * has a pool of its own, in its share (tls_share_for).  The pool is sized
  * to the relay's bound on requests in flight (http_engine_configure's
  * max_in_flight), so that an origin's connections are not closed while
  * others are busy.  Over https every request offers HTTP/2 by ALPN and
@@ -156,15 +158,26 @@
 #define ORIGIN_H1_MAX		64
 #define ORIGIN_MAX_LEN		256
 
+/* client TLS identities with a connection pool of their own (tls_share_for) */
+#define TLS_SHARES_MAX		32
+
 /*
  * The TLS session and DNS cache of the handles made under one setting of
- * the engine.  refs counts the handles attached to it; a share replaced
- * by a new one is freed when its last handle is.
+ * the engine, or of the handles of one client TLS identity, which also
+ * hold their connection pool (tls_share_for).  refs counts the handles
+ * attached to it; a share retired (replaced by a new one, or evicted) is
+ * freed when its last handle is.
  */
 typedef struct HttpShare
 {
 	CURLSH	   *sh;
 	int			refs;
+	bool		retired;
+	/* an identity's share: what its requests set (set_request_tls) */
+	char	   *cert;
+	char	   *key;
+	char	   *ca;
+	uint64_t	used;			/* the engine's tls_clock when last taken */
 } HttpShare;
 
 struct HttpEngine
@@ -183,6 +196,9 @@ struct HttpEngine
 	int			idle_cap;
 	unsigned	settings;		/* bumped by every http_engine_configure */
 	HttpShare  *share;			/* for handles made now; NULL if none */
+	HttpShare  *tls_shares[TLS_SHARES_MAX];	/* one a client TLS identity */
+	int			ntls_shares;
+	uint64_t	tls_clock;
 	long		max_connects;	/* the pool's size (CURLMOPT_MAXCONNECTS) */
 	bool		old_curl;		/* libcurl before 8.1.0 (file header) */
 
@@ -751,11 +767,13 @@ http_engine_create(void)
 
 /*
  * share_new: a share of TLS sessions and resolved names for the handles
- * made from now on; NULL when libcurl cannot make one (the handles then
- * work without: each resumes only the sessions it made itself).
+ * made from now on, and with conns of connections too (a client TLS
+ * identity's, tls_share_for); NULL when libcurl cannot make one (the
+ * handles then work without: each resumes only the sessions it made
+ * itself, and connections stay in the multi handle's pool).
  */
 static HttpShare *
-share_new(void)
+share_new(bool conns)
 {
 	HttpShare  *share = calloc(1, sizeof(HttpShare));
 
@@ -764,7 +782,9 @@ share_new(void)
 	share->sh = curl_share_init();
 	if (share->sh == NULL ||
 		curl_share_setopt(share->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
-		curl_share_setopt(share->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK)
+		curl_share_setopt(share->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+		(conns &&
+		 curl_share_setopt(share->sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK))
 	{
 		if (share->sh)
 			curl_share_cleanup(share->sh);
@@ -775,19 +795,125 @@ share_new(void)
 }
 
 /*
- * share_release: a handle attached to share is gone; the share goes too
- * when it was the last one and the engine has moved to a newer share.
+ * share_free: a share no handle uses any more, gone with its TLS
+ * sessions and (an identity's) its idle connections, which libcurl closes
+ * through closesocket_cb.
  */
 static void
-share_release(HttpEngine *engine, HttpShare *share)
+share_free(HttpShare *share)
+{
+	curl_share_cleanup(share->sh);
+	free(share->cert);
+	free(share->key);
+	free(share->ca);
+	free(share);
+}
+
+/*
+ * share_retire: share serves no new handle; it goes now if none uses it,
+ * or with its last handle (share_release).
+ */
+static void
+share_retire(HttpShare *share)
 {
 	if (share == NULL)
 		return;
-	if (--share->refs == 0 && share != engine->share)
+	if (share->refs == 0)
+		share_free(share);
+	else
+		share->retired = true;
+}
+
+/*
+ * share_release: a handle attached to share is gone; the share goes too
+ * when it was the last one and the share is retired.
+ */
+static void
+share_release(HttpShare *share)
+{
+	if (share == NULL)
+		return;
+	if (--share->refs == 0 && share->retired)
+		share_free(share);
+}
+
+/* pem_same: two optional PEM texts are the same (both absent included). */
+static bool
+pem_same(const char *a, const char *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+/* pem_copy: *dst becomes a copy of src (NULL stays NULL); false if no memory. */
+static bool
+pem_copy(char **dst, const char *src)
+{
+	*dst = src ? strdup(src) : NULL;
+	return src == NULL || *dst != NULL;
+}
+
+/*
+ * tls_share_for: the share of the handles of req's client TLS identity
+ * (its certificate, key and CA bundle), made the first time, with a
+ * connection pool of its own.  In the multi handle's one pool, libcurl
+ * looks for a connection to reuse among all of an origin's connections,
+ * and before 8.x (7.88 in Debian 12) it checks each idle one for life (a
+ * poll and a read) before it compares their TLS settings: a request with
+ * a client certificate paid that for every idle connection of the
+ * origin's other handlers, its own kept last (bench/README, figure 14).
+ * Its own pool holds only the connections it can use.  At most
+ * TLS_SHARES_MAX identities have one: beyond, the one least recently
+ * used with no request in flight is freed (its idle connections closed),
+ * and when every one has a request in flight the request uses the
+ * engine's share and pool, where libcurl's own matching still keeps
+ * identities apart.
+ */
+static HttpShare *
+tls_share_for(HttpEngine *engine, const HttpRequest *req)
+{
+	HttpShare  *victim = NULL;
+	HttpShare  *share;
+	int			victim_i = -1;
+	int			i;
+
+	for (i = 0; i < engine->ntls_shares; i++)
 	{
-		curl_share_cleanup(share->sh);
-		free(share);
+		share = engine->tls_shares[i];
+		if (pem_same(share->cert, req->tls_client_cert) &&
+			pem_same(share->key, req->tls_client_key) &&
+			pem_same(share->ca, req->tls_ca))
+		{
+			share->used = ++engine->tls_clock;
+			return share;
+		}
+		if (share->refs == 0 && (victim == NULL || share->used < victim->used))
+		{
+			victim = share;
+			victim_i = i;
+		}
 	}
+	if (engine->ntls_shares == TLS_SHARES_MAX)
+	{
+		if (victim == NULL)
+			return engine->share;
+		share_free(victim);
+		engine->tls_shares[victim_i] = engine->tls_shares[--engine->ntls_shares];
+	}
+	share = share_new(true);
+	if (share == NULL)
+		return engine->share;
+	if (!pem_copy(&share->cert, req->tls_client_cert) ||
+		!pem_copy(&share->key, req->tls_client_key) ||
+		!pem_copy(&share->ca, req->tls_ca))
+	{
+		share_free(share);
+		return engine->share;
+	}
+	share->used = ++engine->tls_clock;
+	engine->tls_shares[engine->ntls_shares++] = share;
+	return share;
 }
 
 /*
@@ -815,12 +941,11 @@ http_engine_configure(HttpEngine *engine, const char *ca_file,
 	curl_multi_setopt(engine->multi, CURLMOPT_MAXCONNECTS, engine->max_connects);
 	if (old == NULL || !same_ca)
 	{
-		engine->share = share_new();
-		if (old != NULL && old->refs == 0)
-		{
-			curl_share_cleanup(old->sh);
-			free(old);
-		}
+		/* identities without a CA of their own trusted the old file */
+		engine->share = share_new(false);
+		share_retire(old);
+		while (engine->ntls_shares > 0)
+			share_retire(engine->tls_shares[--engine->ntls_shares]);
 	}
 	free(engine->ca_file);
 	engine->ca_file = (ca_file && ca_file[0]) ? strdup(ca_file) : NULL;
@@ -860,16 +985,17 @@ static void
 handle_free(HttpEngine *engine, HttpHandle *h)
 {
 	curl_easy_cleanup(h->easy);
-	share_release(engine, h->share);
+	share_release(h->share);
 	free(h);
 }
 
 /*
  * handle_new: an easy handle with the options every request shares: the
- * policy of the file header and the callbacks.  NULL when out of memory.
+ * policy of the file header and the callbacks, attached to share (the
+ * engine's, or an identity's: tls_share_for).  NULL when out of memory.
  */
 static HttpHandle *
-handle_new(HttpEngine *engine)
+handle_new(HttpEngine *engine, HttpShare *share)
 {
 	HttpHandle *h = malloc(sizeof(HttpHandle));
 	CURL	   *easy;
@@ -887,10 +1013,10 @@ handle_new(HttpEngine *engine)
 	h->share = NULL;
 	h->own_tls = false;
 	h->conn_h2 = false;
-	if (engine->share &&
-		curl_easy_setopt(easy, CURLOPT_SHARE, engine->share->sh) == CURLE_OK)
+	if (share &&
+		curl_easy_setopt(easy, CURLOPT_SHARE, share->sh) == CURLE_OK)
 	{
-		h->share = engine->share;
+		h->share = share;
 		h->share->refs++;
 	}
 	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
@@ -927,7 +1053,7 @@ handle_take(HttpEngine *engine)
 {
 	if (engine->nidle > 0)
 		return engine->idle[--engine->nidle];
-	return handle_new(engine);
+	return handle_new(engine, engine->share);
 }
 
 /*
@@ -1093,9 +1219,10 @@ pipewait_wanted(HttpEngine *engine, const char *url)
  * CA file and libcurl's default directory both left out).  libcurl copies
  * each blob.  The handle is not reused after (handle_put): nothing of one
  * handler's TLS can reach another's request.  Connections and TLS sessions
- * are shared only between requests of the same certificate and CA, as
- * libcurl matches them by both (and those of different handlers with the
- * same PEM are the same client to the endpoint anyway).
+ * are shared only between requests of the same certificate and CA: the
+ * handle is attached to that identity's share (tls_share_for), and
+ * libcurl matches both anyway (those of different handlers with the same
+ * PEM are the same client to the endpoint).
  */
 static void
 set_request_tls(HttpHandle *h, const HttpRequest *req)
@@ -1164,8 +1291,14 @@ handle_arm(HttpEngine *engine, HttpHandle *h, HttpRequest *req)
 bool
 http_engine_start(HttpEngine *engine, HttpRequest *req)
 {
-	HttpHandle *h = handle_take(engine);
+	HttpHandle *h;
 	CURL	   *easy;
+
+	/* a request with its own TLS gets a new handle (handle_put) */
+	if (req->tls_client_cert || req->tls_ca)
+		h = handle_new(engine, tls_share_for(engine, req));
+	else
+		h = handle_take(engine);
 
 	request_reset(req);
 	req->restarted = false;
@@ -1335,7 +1468,9 @@ restart_fresh(HttpEngine *engine, HttpRequest *req)
 	left_ms = req->timeout_ms - (long) (spent_us / 1000);
 	if (left_ms < 10)
 		return false;
-	if (engine->old_curl && (fresh = handle_new(engine)) == NULL)
+	if (engine->old_curl &&
+		(fresh = handle_new(engine, req->handle->own_tls ?
+							tls_share_for(engine, req) : engine->share)) == NULL)
 		return false;
 	curl_multi_remove_handle(engine->multi, easy);
 	if (fresh)
