@@ -554,6 +554,8 @@ test_pool(HttpEngine *engine)
 		   "over one connection per origin, kept between rounds");
 }
 
+static void test_tls_identities(HttpEngine *engine, const char *ca);
+
 /*
  * test_tls: https against the test server speaking TLS (HTTP/1.1 only):
  * ALPN, waiting for a first connection, session resumption across
@@ -654,8 +656,76 @@ test_tls(HttpEngine *engine)
 	ok(one(engine, &reqs[0], server.ports[0]), "under another CA file, a request is answered");
 	is_int(server.handshakes - before, 1, "over a new connection");
 	is_int(server.resumed - resumed, 0, "with a full handshake");
+	test_tls_identities(engine, ca);
 	unlink(ca);
 	unlink(ca2);
+}
+
+/*
+ * test_tls_identities: requests with a CA of their own (a client TLS
+ * identity each, as a handler's tls_ca or certificate makes) get a
+ * connection pool of their own (http.c, tls_share_for): an identity's
+ * connection is kept between its requests, and the pool of the identity
+ * least recently used goes, its connection closed, when a 33rd identity
+ * comes.  In the engine's one pool (64 connections at least) all 33
+ * connections would stay.  ca is a CA file of the server's certificate.
+ */
+static void
+test_tls_identities(HttpEngine *engine, const char *ca)
+{
+#define IDENTITIES 33
+	static char pem[IDENTITIES][4096];
+	FILE	   *in = fopen(ca, "r");
+	size_t		len = in ? fread(pem[0], 1, sizeof(pem[0]) - IDENTITIES - 1, in) : 0;
+	HttpRequest req;
+	char		url[64];
+	int			before;
+	int			good = 0;
+
+	if (in)
+		fclose(in);
+	pem[0][len] = '\0';
+	/* the same certificate, a text of its own: trailing newlines */
+	for (int i = 1; i < IDENTITIES; i++)
+	{
+		memcpy(pem[i], pem[0], len);
+		memset(pem[i] + len, '\n', i);
+		pem[i][len + i] = '\0';
+	}
+	server_close_all(&server);
+	settle_closed(engine);
+
+	request_init(&req, url, sizeof(url), server.ports[0]);
+	req.tls_ca = pem[0];
+	ok(run(engine, &req, 1) == 1 && req.status == 204,
+	   "a request with a CA of its own is answered");
+	before = server.accepted;
+	request_init(&req, url, sizeof(url), server.ports[0]);
+	req.tls_ca = pem[0];
+	ok(run(engine, &req, 1) == 1 && req.status == 204 && server.accepted == before,
+	   "the next with the same CA reuses its connection");
+
+	for (int i = 1; i < IDENTITIES; i++)
+	{
+		request_init(&req, url, sizeof(url), server.ports[0]);
+		req.tls_ca = pem[i];
+		good += (run(engine, &req, 1) == 1 && req.status == 204);
+	}
+	is_int(good, IDENTITIES - 1, "a request of each of %d more identities is answered",
+		   IDENTITIES - 1);
+
+	before = server.accepted;
+	request_init(&req, url, sizeof(url), server.ports[0]);
+	req.tls_ca = pem[IDENTITIES - 1];
+	ok(run(engine, &req, 1) == 1 && req.status == 204 && server.accepted == before,
+	   "the last identity's next request reuses its connection");
+	request_init(&req, url, sizeof(url), server.ports[0]);
+	req.tls_ca = pem[0];
+	ok(run(engine, &req, 1) == 1 && req.status == 204,
+	   "the first identity's next request is answered");
+	is_int(server.accepted - before, 1,
+		   "on a new connection: its pool went when the 33rd identity came");
+#undef IDENTITIES
 }
 
 int
