@@ -40,10 +40,11 @@
  * Connections are pooled per origin (scheme, host, port) by the multi
  * handle, whichever handler's request opened them, but for the requests
  * with a client certificate or a CA of their own: each such TLS identity
- * has a pool of its own, in its share (tls_share_for).  The pool is sized
- * to the relay's bound on requests in flight (http_engine_configure's
- * max_in_flight), so that an origin's connections are not closed while
- * others are busy.  Over https every request offers HTTP/2 by ALPN and
+ * has a pool of its own, in its share (tls_share_for), freed when the
+ * identity has been quiet for the idle limit (identities_prune).  The
+ * pool is sized to the relay's bound on requests in flight
+ * (http_engine_configure's max_in_flight), so that an origin's
+ * connections are not closed while others are busy.  Over https every request offers HTTP/2 by ALPN and
  * takes HTTP/1.1 where the server offers only that; HTTP/2 requests to an
  * origin are multiplexed on one connection (up to 100 streams), and a
  * request to an origin not known to speak HTTP/1 only waits for the
@@ -62,6 +63,18 @@
  * An HTTP/2 answer that came whole before the server read the request's
  * body counts as the answer, though libcurl 7.88 reports the transfer
  * failed (answered_early).
+ *
+ * While requests are in flight, every transfer is run once a second
+ * (SWEEP_EVERY_MS), whether or not its socket or timer asked for it.
+ * libcurl 8.23 (Debian sid, the PostgreSQL 18 root) sometimes leaves a
+ * burst of HTTP/2 requests put on one connection unsent: the trace shows
+ * their uploads "completely sent off", then libcurl asks for nothing but
+ * input on that socket, the server never sees them, and they end in their
+ * timeout (10 s by default) to be retried (bench/README.md, "HTTP/2
+ * stalls").  libcurl's own curl_multi_perform moves them along; event
+ * driven, nothing does.  The sweep (curl_multi_socket_all: every transfer
+ * run, every socket's wishes asked again) bounds such a stall to about a
+ * second, at the cost of one pass over the transfers in flight a second.
  *
  * Policy enforced here on every request: only http and https, no
  * redirects, TLS verification on, an optional CA bundle, no proxy from the
@@ -158,6 +171,9 @@
 #define ORIGIN_H1_MAX		64
 #define ORIGIN_MAX_LEN		256
 
+/* ms between two runs of every transfer in flight (file header) */
+#define SWEEP_EVERY_MS		1000
+
 /* client TLS identities with a connection pool of their own (tls_share_for) */
 #define TLS_SHARES_MAX		32
 
@@ -178,6 +194,7 @@ typedef struct HttpShare
 	char	   *key;
 	char	   *ca;
 	uint64_t	used;			/* the engine's tls_clock when last taken */
+	int64_t		used_ms;		/* monotonic ms when last taken */
 } HttpShare;
 
 struct HttpEngine
@@ -186,6 +203,9 @@ struct HttpEngine
 	int			epfd;
 	int64_t		timer_deadline; /* monotonic ms; -1 when none */
 	int			running;
+	int64_t		sweep_at;		/* monotonic ms of the next sweep (file
+								 * header); -1 while nothing is in flight */
+	unsigned long sweeps;		/* sweeps made (for the tests) */
 	char	   *ca_file;
 	bool		block_private;
 	EdgeCidrList allowed;		/* a copy of grelout.allowed_networks */
@@ -199,6 +219,8 @@ struct HttpEngine
 	HttpShare  *tls_shares[TLS_SHARES_MAX];	/* one a client TLS identity */
 	int			ntls_shares;
 	uint64_t	tls_clock;
+	int64_t		prune_at;		/* monotonic ms of the next identities_prune */
+	int			idle_max_s;		/* IDLE_CONN_MAX_S but in the tests */
 	long		max_connects;	/* the pool's size (CURLMOPT_MAXCONNECTS) */
 	bool		old_curl;		/* libcurl before 8.1.0 (file header) */
 
@@ -241,6 +263,8 @@ struct HttpHandle
 };
 
 static void handle_free(HttpEngine *engine, HttpHandle *h);
+static void sweep(HttpEngine *engine);
+static void identities_prune(HttpEngine *engine);
 
 /*
  * Keeping TLS sessions resumable (see tls_ctx_cb).  tls_ex_index is the
@@ -742,6 +766,8 @@ http_engine_create(void)
 	if (engine == NULL)
 		return NULL;
 	engine->timer_deadline = -1;
+	engine->sweep_at = -1;
+	engine->idle_max_s = IDLE_CONN_MAX_S;
 	engine->old_curl = curl_version_info(CURLVERSION_NOW)->version_num < CURL_FIXED_VERSION;
 	engine->epfd = epoll_create1(EPOLL_CLOEXEC);
 	engine->multi = curl_multi_init();
@@ -886,6 +912,7 @@ tls_share_for(HttpEngine *engine, const HttpRequest *req)
 			pem_same(share->ca, req->tls_ca))
 		{
 			share->used = ++engine->tls_clock;
+			share->used_ms = now_ms();
 			return share;
 		}
 		if (share->refs == 0 && (victim == NULL || share->used < victim->used))
@@ -912,6 +939,7 @@ tls_share_for(HttpEngine *engine, const HttpRequest *req)
 		return engine->share;
 	}
 	share->used = ++engine->tls_clock;
+	share->used_ms = now_ms();
 	engine->tls_shares[engine->ntls_shares++] = share;
 	return share;
 }
@@ -968,15 +996,21 @@ http_engine_fd(HttpEngine *engine)
 	return engine->epfd;
 }
 
-/* http_engine_timeout: ms until libcurl's next timer, -1 for none. */
+/*
+ * http_engine_timeout: ms until libcurl's next timer or the next sweep
+ * (file header), whichever comes first; -1 for neither.
+ */
 long
 http_engine_timeout(HttpEngine *engine)
 {
+	int64_t		deadline = engine->timer_deadline;
 	int64_t		left;
 
-	if (engine->timer_deadline < 0)
+	if (engine->sweep_at >= 0 && (deadline < 0 || engine->sweep_at < deadline))
+		deadline = engine->sweep_at;
+	if (deadline < 0)
 		return -1;
-	left = engine->timer_deadline - now_ms();
+	left = deadline - now_ms();
 	return left < 0 ? 0 : (long) left;
 }
 
@@ -1022,7 +1056,7 @@ handle_new(HttpEngine *engine, HttpShare *share)
 	curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long) CURL_HTTP_VERSION_2TLS);
 	if (tls_hook_usable())
 		curl_easy_setopt(easy, CURLOPT_SSL_CTX_FUNCTION, tls_ctx_cb);
-	curl_easy_setopt(easy, CURLOPT_MAXAGE_CONN, (long) IDLE_CONN_MAX_S);
+	curl_easy_setopt(easy, CURLOPT_MAXAGE_CONN, (long) engine->idle_max_s);
 	curl_easy_setopt(easy, CURLOPT_MAXLIFETIME_CONN, (long) CONN_LIFETIME_S);
 	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -1390,6 +1424,89 @@ http_engine_perform(HttpEngine *engine)
 		engine->timer_deadline = -1;
 		curl_multi_socket_action(engine->multi, CURL_SOCKET_TIMEOUT, 0, &still);
 	}
+	sweep(engine);
+	identities_prune(engine);
+}
+
+/*
+ * identities_prune: once a second, free the pool of each client TLS
+ * identity (tls_share_for) that has had no request for the idle limit
+ * (IDLE_CONN_MAX_S).  None of its connections would be reused after that
+ * long (CURLOPT_MAXAGE_CONN), but libcurl looks at a pool only when one of
+ * its own requests runs, so the connections of an identity gone quiet,
+ * and those its endpoint closed (CLOSE_WAIT), would stay open until its
+ * next request or eviction.  What is lost is its TLS sessions: its next
+ * connection makes a full handshake.
+ */
+static void
+identities_prune(HttpEngine *engine)
+{
+	int64_t		now = now_ms();
+	int			i = 0;
+
+	if (now < engine->prune_at)
+		return;
+	engine->prune_at = now + 1000;
+	while (i < engine->ntls_shares)
+	{
+		HttpShare  *share = engine->tls_shares[i];
+
+		if (share->refs == 0 && now - share->used_ms >= engine->idle_max_s * 1000LL)
+		{
+			share_free(share);
+			engine->tls_shares[i] = engine->tls_shares[--engine->ntls_shares];
+		}
+		else
+			i++;
+	}
+}
+
+/*
+ * http_engine_set_idle_limit: seconds after which an idle connection is
+ * not reused and a quiet client TLS identity's pool is freed
+ * (IDLE_CONN_MAX_S unless changed; for the tests, which cannot wait that
+ * long).  Applies to handles made from now on.
+ */
+void
+http_engine_set_idle_limit(HttpEngine *engine, int seconds)
+{
+	engine->idle_max_s = seconds;
+}
+
+/*
+ * sweep: once a second while requests are in flight, run every transfer
+ * and ask again what each wants of its sockets (file header: a burst of
+ * HTTP/2 requests libcurl 8.23 leaves unsent).  curl_multi_socket_all is
+ * the event API's own call for this; libcurl marks it deprecated only in
+ * favour of curl_multi_socket_action, which cannot run a transfer that no
+ * event names.
+ */
+static void
+sweep(HttpEngine *engine)
+{
+	int64_t		now;
+	int			still;
+
+	if (engine->running == 0)
+	{
+		engine->sweep_at = -1;
+		return;
+	}
+	now = now_ms();
+	if (engine->sweep_at < 0)
+		engine->sweep_at = now + SWEEP_EVERY_MS;
+	if (now < engine->sweep_at)
+		return;
+	engine->sweep_at = now + SWEEP_EVERY_MS;
+	engine->sweeps++;
+	CURL_IGNORE_DEPRECATION(curl_multi_socket_all(engine->multi, &still);)
+}
+
+/* http_engine_sweeps: how many sweeps the engine has made (for the tests). */
+unsigned long
+http_engine_sweeps(HttpEngine *engine)
+{
+	return engine->sweeps;
 }
 
 /*

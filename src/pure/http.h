@@ -82,6 +82,8 @@ extern void http_engine_perform(HttpEngine *engine);
 extern HttpRequest *http_engine_next_done(HttpEngine *engine);
 extern int	http_engine_running(HttpEngine *engine);
 extern unsigned long http_engine_watch_changes(HttpEngine *engine);
+extern unsigned long http_engine_sweeps(HttpEngine *engine);
+extern void http_engine_set_idle_limit(HttpEngine *engine, int seconds);
 extern void http_request_describe_error(const HttpRequest *req, char *buf, size_t len);
 
 #endif							/* GRELOUT_HTTP_H */

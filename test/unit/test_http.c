@@ -36,6 +36,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -282,6 +283,17 @@ server_serve(Server *srv)
 			srv->answered++;
 		}
 	}
+}
+
+/* server_open: how many connections the server has open. */
+static int
+server_open(Server *srv)
+{
+	int			n = 0;
+
+	for (int i = 0; i < MAX_CONNS; i++)
+		n += (srv->conns[i] >= 0);
+	return n;
 }
 
 /* server_close_all: the server closes every connection it has. */
@@ -557,6 +569,74 @@ test_pool(HttpEngine *engine)
 static void test_tls_identities(HttpEngine *engine, const char *ca);
 
 /*
+ * test_sweep: while a request is in flight, every transfer is run once a
+ * second whatever its socket says (http.c's file header: HTTP/2 requests
+ * libcurl 8.23 leaves unsent until their timeout).  The engine's timeout
+ * brings the relay's wait back for it, the request is answered as usual
+ * after it, and no sweep is made while nothing is in flight.
+ */
+static void
+test_sweep(HttpEngine *engine)
+{
+	HttpRequest req;
+	char		url[64];
+	unsigned long before = http_engine_sweeps(engine);
+	unsigned long after;
+	long		longest = 0;
+	bool		stopped = false;
+	int			done = 0;
+	struct timespec start,
+				now;
+
+	request_init(&req, url, sizeof(url), server.port);
+	ok(http_engine_start(engine, &req), "a request the server holds 2.5 s is started");
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	do
+	{
+		struct pollfd pfd = {.fd = http_engine_fd(engine), .events = POLLIN};
+		long		t = http_engine_timeout(engine);
+
+		if (t < 0 || t > longest)
+			longest = (t < 0) ? 100000 : t;
+		poll(&pfd, 1, (t < 0 || t > 50) ? 50 : (int) t);
+		http_engine_perform(engine);
+		if (http_engine_next_done(engine) != NULL)
+			done++;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while (done == 0 &&
+			 (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 2500);
+	is_int(done, 0, "the server has not answered it yet");
+	ok(longest <= 1000, "while it waits, the engine never asks for a wait over 1 s (%ld ms)",
+	   longest);
+	after = http_engine_sweeps(engine);
+	ok(after - before >= 2, "and runs it at least twice in 2.5 s without an event (%lu sweeps)",
+	   after - before);
+	for (int turn = 0; turn < 5000 && done == 0; turn++)
+	{
+		struct pollfd pfd = {.fd = http_engine_fd(engine), .events = POLLIN};
+
+		server_serve(&server);
+		poll(&pfd, 1, 1);
+		http_engine_perform(engine);
+		if (http_engine_next_done(engine) != NULL)
+			done++;
+	}
+	ok(done == 1 && req.result == CURLE_OK && req.status == 204,
+	   "then the server answers and the request is handed back with its 204");
+	after = http_engine_sweeps(engine);
+	for (int turn = 0; turn < 30; turn++)
+	{
+		usleep(50000);
+		http_engine_perform(engine);
+		if (http_engine_timeout(engine) < 0)
+			stopped = true;
+	}
+	is_int((long long) (http_engine_sweeps(engine) - after), 0,
+		   "with nothing in flight, 1.5 s pass without a sweep");
+	ok(stopped, "and the engine asks for no wakeup of its own then");
+}
+
+/*
  * test_tls: https against the test server speaking TLS (HTTP/1.1 only):
  * ALPN, waiting for a first connection, session resumption across
  * handles and across configure.
@@ -725,6 +805,32 @@ test_tls_identities(HttpEngine *engine, const char *ca)
 	   "the first identity's next request is answered");
 	is_int(server.accepted - before, 1,
 		   "on a new connection: its pool went when the 33rd identity came");
+
+	/*
+	 * identities quiet for the idle limit (1 s here, 50 s in the relay):
+	 * their pools go, their connections closed, with no request of theirs
+	 */
+	http_engine_set_idle_limit(engine, 1);
+	request_init(&req, url, sizeof(url), server.ports[0]);
+	req.tls_ca = pem[1];
+	ok(run(engine, &req, 1) == 1 && req.status == 204,
+	   "under an idle limit of 1 s, a request of another identity is answered");
+	before = server_open(&server);
+	for (int turn = 0; turn < 60; turn++)
+	{
+		usleep(50000);
+		http_engine_perform(engine);
+		server_serve(&server);
+	}
+	ok(before - server_open(&server) >= 32,
+	   "3 s later the quiet identities' connections are closed (%d of %d open before)",
+	   before - server_open(&server), before);
+	before = server.accepted;
+	request_init(&req, url, sizeof(url), server.ports[0]);
+	req.tls_ca = pem[1];
+	ok(run(engine, &req, 1) == 1 && req.status == 204 && server.accepted == before + 1,
+	   "and the identity's next request is answered over a new connection");
+	http_engine_set_idle_limit(engine, 50);
 #undef IDENTITIES
 }
 
@@ -828,6 +934,7 @@ main(void)
 	   "at most the changes of the events wanted (%lu)",
 	   http_engine_watch_changes(engine) - before);
 
+	test_sweep(engine);
 	test_old_curl_bugs(engine);
 	test_pool(engine);
 	test_tls(engine);
