@@ -325,12 +325,14 @@ class Bench:
         return int(accepts), int(requests)
 
     def cpu_ticks(self):
-        """CPU time (user + system, clock ticks) of the relays and of nginx's workers."""
+        """CPU time (user + system, clock ticks) of the relays (in all, and each
+        in 'relay_each') and of nginx's workers."""
         relays = [pid for (pid,) in self.q("SELECT pid FROM pg_stat_activity"
                                            " WHERE backend_type = 'grelout relay'")]
-        out = {'relay': 0, 'nginx': 0}
+        out = {'relay': 0, 'nginx': 0, 'relay_each': {}}
         for pid in relays:
-            out['relay'] += self.ticks_of(pid)
+            out['relay_each'][pid] = self.ticks_of(pid)
+            out['relay'] += out['relay_each'][pid]
         for d in os.listdir('/proc'):
             if d.isdigit():
                 try:
@@ -567,7 +569,13 @@ class Bench:
                     for r in rows:
                         f.write('\t'.join(map(str, r)) + '\n')
         hz = os.sysconf('SC_CLK_TCK')
-        relay_us = (cpu1['relay'] - cpu0['relay']) * 1e6 / hz / max(n, 1)
+        # each relay alive at the end, from the start or from when it came
+        # (an elastic relay); one retired during the drain took its CPU time
+        # with it, which is then missing (never negative, as a difference of
+        # the totals was)
+        relay_ticks = sum(t - cpu0['relay_each'].get(pid, 0)
+                          for pid, t in cpu1['relay_each'].items())
+        relay_us = relay_ticks * 1e6 / hz / max(n, 1)
         nginx_us = (cpu1['nginx'] - cpu0['nginx']) * 1e6 / hz / max(n, 1)
         self.res.setdefault('drain_cpu', []).append({'label': label, 'relay_us': relay_us,
                                                'nginx_us': nginx_us})
