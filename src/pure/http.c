@@ -44,12 +44,12 @@
  * identity has been quiet for the idle limit (identities_prune).  The
  * pool is sized to the relay's bound on requests in flight
  * (http_engine_configure's max_in_flight), so that an origin's
- * connections are not closed while others are busy.  Over https every request offers HTTP/2 by ALPN and
- * takes HTTP/1.1 where the server offers only that; HTTP/2 requests to an
- * origin are multiplexed on one connection (up to 100 streams), and a
- * request to an origin not known to speak HTTP/1 only waits for the
- * connection already being set up to it (CURLOPT_PIPEWAIT) rather than
- * opening one of its own.  The engine remembers the https origins that
+ * connections are not closed while others are busy.  Over https every
+ * request offers HTTP/2 by ALPN and takes HTTP/1.1 where the server offers
+ * only that; HTTP/2 requests to an origin are multiplexed on one
+ * connection (up to 100 streams), and a request to an origin not known to
+ * speak HTTP/1 only waits for the connection already being set up to it
+ * (CURLOPT_PIPEWAIT) rather than opening one of its own.  The engine remembers the https origins that
  * answered over HTTP/1.1 (origin_h1) so that their requests do not wait.
  * TLS sessions (and resolved names) are kept in a share all handles use,
  * so that a new connection to an origin resumes its TLS session; a new
